@@ -1,0 +1,1 @@
+"""Eddy's REST API: read-only queries on live state, health and metrics."""

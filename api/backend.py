@@ -1,0 +1,31 @@
+"""What the API needs from a worker; the worker implements it, tests may fake it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from service.queries import WindowPage
+
+
+class Backend(Protocol):
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def max_results(self) -> int: ...
+
+    def is_live(self) -> bool: ...
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Whether every pipeline finished restoring, and per-pipeline detail."""
+        ...
+
+    def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
+        """Raises ``service.queries.QueryError`` subclasses."""
+        ...
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        """Prometheus exposition and its content type."""
+        ...
+
+    def status(self) -> dict[str, Any]: ...

@@ -1,0 +1,75 @@
+"""Every error as a JSON problem body (RFC 9457); never a stack trace."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.queries import PartitionUnavailableError, UnknownKeyError
+
+log = logging.getLogger(__name__)
+PROBLEM = "application/problem+json"
+
+
+class BadRequestError(Exception):
+    """A request the API understood but cannot serve as asked (400)."""
+
+
+def problem(
+    status: int,
+    detail: str,
+    request: Request,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": request.url.path,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+        return problem(exc.status_code, detail, request, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        detail = f"{'.'.join(first['loc'][1:]) or 'request'}: {first['msg']}"
+        return problem(422, detail, request, errors=errors)
+
+    @app.exception_handler(BadRequestError)
+    async def bad_request(request: Request, exc: BadRequestError) -> JSONResponse:
+        return problem(400, str(exc), request)
+
+    @app.exception_handler(UnknownKeyError)
+    async def unknown(request: Request, exc: UnknownKeyError) -> JSONResponse:
+        return problem(404, str(exc), request)
+
+    @app.exception_handler(PartitionUnavailableError)
+    async def unavailable(request: Request, exc: PartitionUnavailableError) -> JSONResponse:
+        headers = {"Retry-After": str(exc.retry_after_s)}
+        return problem(503, str(exc), request, headers=headers, partition=exc.partition)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error serving %s", request.url.path)
+        return problem(500, "internal error; the worker log has the details", request)

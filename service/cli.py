@@ -1,0 +1,116 @@
+"""Command line: ``python -m service <command>``.
+
+Each command imports its module lazily so ``--help`` stays fast and a command
+never pays for another's dependencies (Spark, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from service.errors import EddyError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    from service.localkafka.cli import run
+
+    return run(args)
+
+
+def _topics(args: argparse.Namespace) -> int:
+    from service.topics import run_cli
+
+    return run_cli(args)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from service.worker import run_cli
+
+    return run_cli(args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from service.simulator import run_cli
+
+    return run_cli(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from service.launcher import run_cli
+
+    return run_cli(args)
+
+
+def _config(args: argparse.Namespace) -> int:
+    from service.settings import load_settings, settings_table
+
+    if args.markdown:
+        print(settings_table())
+        return 0
+    for name, value in load_settings().model_dump(mode="json").items():
+        print(f"EDDY_{name.upper()}={value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m service",
+        description="Eddy: stateful stream processing with event-time semantics on Kafka. "
+        "Settings come from EDDY_* environment variables (see the README).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    kafka = commands.add_parser("kafka", help="fetch, start, stop the local Kafka broker")
+    kafka.add_argument("action", choices=["fetch", "start", "stop", "status"])
+    kafka.set_defaults(handler=_kafka)
+
+    topics = commands.add_parser("topics", help="create Eddy's topics (idempotent)")
+    topics.add_argument("action", choices=["create"])
+    topics.set_defaults(handler=_topics)
+
+    worker = commands.add_parser("worker", help="run one worker: agents + REST API")
+    worker.set_defaults(handler=_worker)
+
+    simulate = commands.add_parser("simulate", help="produce simulated sensor readings")
+    simulate.add_argument("--sensors", type=int, default=10, help="number of sensors")
+    simulate.add_argument("--rate", type=float, default=100.0, help="readings per second")
+    simulate.add_argument("--seed", type=int, default=None, help="makes the run repeatable")
+    simulate.add_argument("--count", type=int, default=None, help="stop after N readings")
+    simulate.add_argument("--duration", type=float, default=None, help="stop after N seconds")
+    simulate.add_argument(
+        "--start-ms", type=int, default=None, help="event time of the first reading"
+    )
+    simulate.add_argument(
+        "--fast", action="store_true", help="send as fast as possible (no real-time pacing)"
+    )
+    simulate.set_defaults(handler=_simulate)
+
+    config = commands.add_parser("config", help="show the effective settings, or the table")
+    config.add_argument("--markdown", action="store_true", help="the README's settings table")
+    config.set_defaults(handler=_config)
+
+    run = commands.add_parser("run", help="worker + simulator + live status (make run)")
+    run.add_argument("--duration", type=float, default=None, help="stop after N seconds")
+    run.add_argument("--rate", type=float, default=100.0, help="simulated readings per second")
+    run.set_defaults(handler=_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except EddyError as exc:
+        print(f"eddy: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,175 @@
+"""``make run``: broker, topics, one worker, the simulator, and a live status line.
+
+Children run in their own sessions so a Ctrl-C reaches only this launcher, which
+then stops them in order (simulator first, so the worker drains and commits what
+it received) and stops the broker if it started it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+from rich.console import Console
+
+from service.errors import EddyError
+from service.settings import Settings, load_settings
+
+console = Console(highlight=False)
+STATUS_EVERY_S = 5.0
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+    log_path: Path
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                console.print(f"[yellow]{self.name} did not stop in {timeout_s:.0f}s; killing it")
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+def _spawn(name: str, args: list[str], log_dir: Path) -> Child:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    log = log_path.open("ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "service", *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=os.environ.copy(),
+    )
+    return Child(name, process, log, log_path)
+
+
+async def _wait_ready(base: str, worker: Child, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if worker.process.poll() is not None:
+                raise EddyError(f"the worker exited early; see {worker.log_path}")
+            try:
+                if (await client.get(f"{base}/readyz")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.5)
+    raise EddyError(f"the worker was not ready after {timeout_s:.0f}s; see {worker.log_path}")
+
+
+def _status_line(elapsed_s: float, now: dict[str, Any], before: dict[str, Any], dt_s: float) -> str:
+    p = now["pipelines"]["sensor_averages"]
+    q = before["pipelines"]["sensor_averages"] if before else None
+    rate = (p["records_in"] - q["records_in"]) / dt_s if q and dt_s > 0 else 0.0
+    new_windows = p["windows_emitted"] - (q["windows_emitted"] if q else 0)
+    lag = p["max_watermark_lag_ms"]
+    lag_text = "n/a" if lag is None else f"{lag / 1000:.1f} s"
+    return (
+        f"[{int(elapsed_s) // 60:02d}:{int(elapsed_s) % 60:02d}] "
+        f"readings in {rate:7.1f}/s | windows emitted {int(p['windows_emitted'])} "
+        f"(+{int(new_windows)}) | watermark lag {lag_text} | "
+        f"late {int(p['late_records'])} | dead-lettered {int(p['dead_letters'])} | "
+        f"partitions {len(p['partitions'])}"
+    )
+
+
+async def _monitor(base: str, children: list[Child], duration_s: float | None) -> None:
+    started = time.monotonic()
+    before: dict[str, Any] = {}
+    before_at = started
+    async with httpx.AsyncClient(timeout=3.0) as client:
+        while duration_s is None or time.monotonic() - started < duration_s:
+            wait_s = STATUS_EVERY_S
+            if duration_s is not None:
+                wait_s = min(wait_s, max(0.0, duration_s - (time.monotonic() - started)))
+            await asyncio.sleep(wait_s)
+            for child in children:
+                if child.process.poll() is not None:
+                    raise EddyError(f"{child.name} exited unexpectedly; see {child.log_path}")
+            try:
+                now = (await client.get(f"{base}/status")).json()
+            except httpx.HTTPError as exc:
+                console.print(f"[yellow]status unavailable: {exc}")
+                continue
+            at = time.monotonic()
+            console.print(_status_line(at - started, now, before, at - before_at), soft_wrap=True)
+            before, before_at = now, at
+
+
+def _print_banner(settings: Settings, base: str, logs: Path) -> None:
+    console.print(
+        f"[bold green]Eddy is running[/] (worker {settings.worker_id}, "
+        f"{settings.processing_guarantee.value})"
+    )
+    console.print(f"  REST API      {base}   (OpenAPI: {base}/docs)")
+    console.print(f"  windows       curl {base}/sensors/sensor_1/windows")
+    console.print(f"  metrics       {base}/metrics")
+    console.print(f"  health        {base}/healthz   {base}/readyz")
+    console.print(f"  Kafka         {settings.bootstrap_servers}")
+    console.print(f"  logs          {logs}/worker.log, {logs}/simulator.log")
+    console.print("  Ctrl-C stops everything this started.")
+
+
+async def launch(settings: Settings, duration_s: float | None, rate: float) -> int:
+    from service import localkafka
+    from service.topics import run_cli as create_topics
+
+    started_broker = await asyncio.to_thread(localkafka.ensure_running)
+    children: list[Child] = []
+    logs = Path(".eddy/logs")
+    base = f"http://{settings.api_host}:{settings.api_port}"
+    try:
+        await asyncio.to_thread(create_topics, argparse.Namespace(action="create"))
+        worker = _spawn("worker", ["worker"], logs)
+        children.append(worker)
+        with console.status("waiting for the worker to join and restore its state..."):
+            await _wait_ready(base, worker)
+        children.append(_spawn("simulator", ["simulate", "--rate", str(rate)], logs))
+        _print_banner(settings, base, logs)
+        await _monitor(base, children, duration_s)
+        return 0
+    finally:
+        console.print("stopping: simulator, worker" + (", broker" if started_broker else ""))
+        for child in reversed(children):
+            await asyncio.to_thread(child.stop)
+        if started_broker:
+            await asyncio.to_thread(localkafka.stop)
+        console.print("stopped cleanly")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.rate <= 0:
+        raise EddyError("--rate must be positive")
+    loop = asyncio.new_event_loop()
+    main = loop.create_task(launch(settings, args.duration, args.rate))
+    # Ctrl-C cancels the monitor; `launch`'s finally-block then stops everything.
+    loop.add_signal_handler(signal.SIGINT, main.cancel)
+    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    try:
+        return loop.run_until_complete(main)
+    except asyncio.CancelledError:
+        return 0
+    finally:
+        loop.close()

@@ -1,0 +1,89 @@
+"""Prometheus metrics, one registry per worker (never the process-global one, so
+two workers in one test process do not share counters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.records_in = Counter(
+            "eddy_records_in", "Records consumed from input topics.", ["pipeline"], registry=r
+        )
+        self.records_out = Counter(
+            "eddy_records_out",
+            "Records produced to output topics.",
+            ["pipeline", "topic"],
+            registry=r,
+        )
+        self.windows_emitted = Counter(
+            "eddy_windows_emitted", "Window results emitted.", ["pipeline", "timing"], registry=r
+        )
+        self.late_records = Counter(
+            "eddy_late_records",
+            "Records too late for every window they belong to.",
+            ["pipeline"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "eddy_dead_letters",
+            "Records sent to the dead-letter topic.",
+            ["pipeline", "reason"],
+            registry=r,
+        )
+        self.commits = Counter(
+            "eddy_commits",
+            "Checkpoints committed (one per partition transaction).",
+            ["pipeline"],
+            registry=r,
+        )
+        self.commit_failures = Counter(
+            "eddy_commit_failures",
+            "Checkpoints that failed and were rolled back.",
+            ["pipeline"],
+            registry=r,
+        )
+        self.commit_seconds = Histogram(
+            "eddy_commit_seconds",
+            "Time to commit one checkpoint of a pipeline.",
+            ["pipeline"],
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.watermark_ms = Gauge(
+            "eddy_watermark_ms",
+            "Event-time watermark per input partition (epoch ms).",
+            ["pipeline", "partition"],
+            registry=r,
+        )
+        self.watermark_lag_ms = Gauge(
+            "eddy_watermark_lag_ms",
+            "Wall clock minus watermark per input partition.",
+            ["pipeline", "partition"],
+            registry=r,
+        )
+        self.assigned_partitions = Gauge(
+            "eddy_assigned_partitions",
+            "Input partitions this worker owns.",
+            ["pipeline"],
+            registry=r,
+        )
+        self.restoring_partitions = Gauge(
+            "eddy_restoring_partitions",
+            "Partitions being restored from the changelog.",
+            ["pipeline"],
+            registry=r,
+        )
+        self.restored_records = Counter(
+            "eddy_restored_records",
+            "Changelog records applied during restores.",
+            ["pipeline"],
+            registry=r,
+        )

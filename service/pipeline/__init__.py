@@ -1,0 +1,1 @@
+"""Pipeline definitions and the contract between pipelines and the runtime."""

@@ -1,0 +1,88 @@
+"""What the runtime needs from a pipeline, and what a pipeline gets from it.
+
+A pipeline is a frozen definition. For each input partition a worker owns, the
+runtime asks it for a :class:`PartitionLogic` bound to that partition's state,
+feeds it records in offset order, and commits what it emitted together with the
+input offsets and its state changes in one Kafka transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from tables.store import PartitionStore, PartitionTransaction
+
+Headers = Sequence[tuple[str, bytes]]
+
+
+class InputRecord(Protocol):
+    """The parts of a consumed Kafka record a pipeline may read."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+class Output(Protocol):
+    """Where a pipeline's records go; they commit with the input that caused them."""
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = (),
+        timestamp_ms: int | None = None,
+    ) -> None: ...
+
+    def dead_letter(self, record: InputRecord, reason: str) -> None:
+        """Send ``record``'s original bytes to the dead-letter topic with ``reason``."""
+        ...
+
+    def count(self, event: str, n: int = 1) -> None:
+        """Count a pipeline event (``late``, ``window.first``...) for metrics."""
+        ...
+
+
+class PartitionLogic(Protocol):
+    """One pipeline's processing for one input partition."""
+
+    def process(self, record: InputRecord, out: Output) -> None: ...
+
+    def prepare_commit(self) -> None:
+        """Write in-memory progress (watermarks) into the transaction before it commits."""
+        ...
+
+    def reload(self) -> None:
+        """Rebuild in-memory state from the committed store (after restore or abort)."""
+        ...
+
+    @property
+    def watermark_ms(self) -> int: ...
+
+
+class Pipeline(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sources(self) -> Sequence[str]:
+        """Co-partitioned input topics: partition p of each feeds the same task."""
+        ...
+
+    @property
+    def outputs(self) -> Sequence[str]: ...
+
+    def create_logic(
+        self, partition: int, store: PartitionStore, txn: PartitionTransaction
+    ) -> PartitionLogic: ...

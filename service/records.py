@@ -1,0 +1,65 @@
+"""Record types on Eddy's topics and their JSON codecs.
+
+Decoding is strict: a reading either validates completely or is rejected with a
+one-line reason that goes to the dead-letter topic with the original bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+M = TypeVar("M", bound="BaseModel")
+
+
+class DecodeError(ValueError):
+    """A record's bytes are not a valid value of the expected type; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SensorReading(BaseModel):
+    """The seeds' ``SensorReading``: a sensor's temperature (Fahrenheit) at an instant."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    sensor_id: Annotated[str, Field(min_length=1, max_length=200)]
+    timestamp_ms: Annotated[StrictInt, Field(ge=0, le=2**53)]
+    temperature: Annotated[float, Field(allow_inf_nan=False)]
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(
+            {
+                "sensor_id": self.sensor_id,
+                "timestamp_ms": self.timestamp_ms,
+                "temperature": self.temperature,
+            }
+        )
+
+
+def decode_model(model: type[M], raw: bytes | None) -> M:
+    """Validate ``raw`` JSON as ``model``.
+
+    Raises:
+        DecodeError: with a short reason naming the offending field.
+    """
+    if raw is None:
+        raise DecodeError("empty value (tombstone)")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise DecodeError(_reason(exc)) from None
+
+
+def _reason(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "json_invalid":
+        return f"malformed JSON: {first['msg']}"
+    detail = f"{where}: {first['msg']}" if where else first["msg"]
+    more = exc.error_count() - 1
+    return f"{detail} (+{more} more)" if more else detail

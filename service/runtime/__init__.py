@@ -1,0 +1,1 @@
+"""Eddy's runtime: consumer loop, per-partition tasks, transactions, restore."""

@@ -1,0 +1,402 @@
+"""Runs one pipeline: its consumer group, its tasks, their checkpoints.
+
+Exactly-once follows Kafka Streams' per-partition producers: each input partition
+has its own transactional producer (``<app>-<pipeline>-<partition>``) and every
+record a task emits, its changelog writes and its input offsets commit through
+that one producer. Whoever opens a partition first initialises that transactional
+id, which fences any zombie still holding it and aborts its open transaction;
+only then are the committed offsets read and the changelog tail restored. (A
+single producer per worker would need KIP-447's group metadata to fence zombies,
+which aiokafka does not send.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from service.errors import TopicMismatchError
+from service.eventtime import MIN_WATERMARK, Clock, SystemClock
+from service.metrics import Metrics
+from service.pipeline.base import Pipeline
+from service.runtime.output import TaskOutput
+from service.runtime.restore import restore_partition
+from service.runtime.task import Task
+from service.settings import Settings
+from service.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
+from tables.store import PartitionStore
+
+log = logging.getLogger(__name__)
+
+
+class PipelineRuntime:
+    """Consumes a pipeline's sources and drives one :class:`Task` per owned partition."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        settings: Settings,
+        metrics: Metrics,
+        clock: Clock | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock or SystemClock()
+        self.name = pipeline.name
+        self.group_id = f"{settings.app_id}.{pipeline.name}"
+        self.changelog = changelog_topic(settings, pipeline.name)
+        self.state_dir = Path(settings.state_dir) / settings.app_id / pipeline.name
+        self.partition_count = 0
+        self.tasks: dict[int, Task] = {}
+        self.stores: dict[int, PartitionStore] = {}
+        self.restoring: set[int] = set()
+        self.assigned_once = False
+        self.failed: BaseException | None = None
+        self._lock = asyncio.Lock()
+        self._generation = 0
+        self._retries: dict[int, int] = {}
+        self._retry_at: dict[int, float] = {}
+        self._stopping = False
+        self._last_commit = time.monotonic()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._shared_producer: AIOKafkaProducer | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        counts = await ensure_topics(self.settings, self._topic_specs(None))
+        self.partition_count = counts[self.pipeline.sources[0]]
+        mismatched = [s for s in self.pipeline.sources if counts[s] != self.partition_count]
+        if mismatched:
+            raise TopicMismatchError(
+                f"inputs of {self.name} must be co-partitioned; {mismatched} differ from "
+                f"{self.pipeline.sources[0]} ({self.partition_count} partitions)"
+            )
+        await ensure_topics(self.settings, self._topic_specs(self.partition_count))
+        if not self.settings.exactly_once:
+            self._shared_producer = self._producer(transactional_id=None)
+            await self._shared_producer.start()
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap_servers,
+            group_id=self.group_id,
+            client_id=f"{self.group_id}-{self.settings.worker_id}",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            partition_assignment_strategy=(RangePartitionAssignor,),
+            session_timeout_ms=self.settings.session_timeout_ms,
+            heartbeat_interval_ms=max(100, self.settings.session_timeout_ms // 4),
+            max_poll_interval_ms=300_000,
+            rebalance_timeout_ms=60_000,
+        )
+        await self._consumer.start()
+        self._consumer.subscribe(list(self.pipeline.sources), listener=_Listener(self))
+
+    async def run(self) -> None:
+        """The consume-process-commit loop; returns when :meth:`stop` is called."""
+        consumer = self._require_consumer()
+        interval_s = self.settings.commit_interval_ms / 1000
+        while not self._stopping:
+            generation = self._generation
+            batch = await consumer.getmany(timeout_ms=100, max_records=10_000)
+            async with self._lock:
+                if self._stopping:
+                    break
+                if generation != self._generation:
+                    # The assignment changed while fetching: these records may predate
+                    # the new positions. Drop them and fetch again from the tasks'.
+                    self._reseek()
+                    continue
+                for tp, records in batch.items():
+                    task = self.tasks.get(tp.partition)
+                    if task is not None:
+                        self.metrics.records_in.labels(self.name).inc(
+                            await task.process(tp, records)
+                        )
+                if time.monotonic() - self._last_commit >= interval_s:
+                    await self._commit_all()
+                if self._retry_at:
+                    await self._retry_due()
+
+    async def stop(self) -> None:
+        """Commit what was processed, leave the group, close state."""
+        self._stopping = True
+        async with self._lock:
+            await self._commit_all()
+            await self._close_tasks(list(self.tasks))
+            if self._consumer is not None:
+                await self._consumer.stop()
+            if self._shared_producer is not None:
+                await self._shared_producer.stop()
+            for partition in list(self.stores):
+                self.stores.pop(partition).close()
+
+    @property
+    def ready(self) -> bool:
+        return self.assigned_once and not self.restoring and self.failed is None
+
+    def watermarks(self) -> dict[int, int]:
+        return {p: t.logic.watermark_ms for p, t in sorted(self.tasks.items())}
+
+    def committed_offsets(self, partition: int) -> dict[str, int]:
+        task = self.tasks.get(partition)
+        if task is None:
+            return {}
+        return {tp.topic: offset for tp, offset in task.committed_offsets.items()}
+
+    # -- checkpoints -------------------------------------------------------------
+
+    async def _commit_all(self) -> None:
+        self._last_commit = time.monotonic()
+        tasks = [task for task in self.tasks.values() if task.has_work]
+        if not tasks:
+            return
+        started = time.perf_counter()
+        if self.settings.exactly_once:
+            await asyncio.gather(*(self._commit_one(task) for task in tasks))
+        else:
+            await self._commit_at_least_once(tasks)
+        self.metrics.commit_seconds.labels(self.name).observe(time.perf_counter() - started)
+        self._update_watermark_metrics()
+
+    async def _commit_one(self, task: Task) -> None:
+        try:
+            await task.prepare_commit()
+            await task.commit_transaction(self.group_id)
+        except ProducerFenced:
+            log.warning(
+                "%s[%d]: fenced by a newer owner; dropping the task", self.name, task.partition
+            )
+            self.metrics.commit_failures.labels(self.name).inc()
+            task.discard()
+            await self._close_tasks([task.partition])
+            return
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.warning(
+                "%s[%d]: checkpoint failed (%r); reopening from Kafka",
+                self.name,
+                task.partition,
+                exc,
+            )
+            self.metrics.commit_failures.labels(self.name).inc()
+            task.discard()
+            await self._reopen(task.partition)
+            return
+        task.finish_commit()
+        self.metrics.commits.labels(self.name).inc()
+
+    async def _commit_at_least_once(self, tasks: list[Task]) -> None:
+        consumer = self._require_consumer()
+        try:
+            await asyncio.gather(*(task.prepare_commit() for task in tasks))
+            offsets = {tp: off for task in tasks for tp, off in task.next_offsets.items()}
+            await consumer.commit(offsets)
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.warning("%s: checkpoint failed (%r); reopening from Kafka", self.name, exc)
+            self.metrics.commit_failures.labels(self.name).inc(len(tasks))
+            for task in tasks:
+                task.discard()
+                await self._reopen(task.partition)
+            return
+        for task in tasks:
+            task.finish_commit()
+        self.metrics.commits.labels(self.name).inc(len(tasks))
+
+    # -- partitions --------------------------------------------------------------
+
+    async def on_revoked(self) -> None:
+        async with self._lock:
+            self._generation += 1
+            await self._commit_all()
+            await self._close_tasks(list(self.tasks))
+
+    async def on_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        async with self._lock:
+            self._generation += 1
+            partitions = sorted({tp.partition for tp in assigned})
+            for partition in set(self.stores) - set(partitions):
+                self.stores.pop(partition).close()
+            self.restoring = set(partitions)
+            self.metrics.assigned_partitions.labels(self.name).set(len(partitions))
+            self.metrics.restoring_partitions.labels(self.name).set(len(partitions))
+            self._retry_at.clear()
+            try:
+                await asyncio.gather(*(self._open_or_retry(p) for p in partitions))
+            except Exception as exc:
+                # A bug, not a Kafka hiccup: surface it (readiness, worker exit).
+                log.exception("%s: could not open partitions %s", self.name, partitions)
+                self.failed = exc
+                raise
+            self.assigned_once = True
+
+    async def _open(self, partition: int) -> None:
+        """Fence, restore the changelog tail, read committed offsets, seek."""
+        producer = self._shared_producer
+        if producer is None:
+            producer = self._producer(f"{self.settings.app_id}-{self.name}-{partition}")
+            await producer.start()  # InitProducerId: fences zombies, aborts their txn
+        try:
+            store, applied = await restore_partition(
+                self.settings,
+                self.state_dir / str(partition),
+                self.stores.get(partition),
+                TopicPartition(self.changelog, partition),
+            )
+            self.stores[partition] = store
+            self.metrics.restored_records.labels(self.name).inc(applied)
+            offsets = await self._committed(partition)
+        except BaseException:
+            if producer is not self._shared_producer:
+                await producer.stop()
+            raise
+        output = TaskOutput(self.name, self.settings.dead_letter_topic, self.metrics)
+        self.tasks[partition] = Task(
+            pipeline=self.pipeline,
+            partition=partition,
+            store=store,
+            producer=producer,
+            exactly_once=self.settings.exactly_once,
+            changelog_topic=self.changelog,
+            output=output,
+            offsets=offsets,
+        )
+        consumer = self._require_consumer()
+        for tp, offset in offsets.items():
+            consumer.seek(tp, offset)
+        self.restoring.discard(partition)
+        self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
+        log.info(
+            "%s[%d]: ready (restored %d changelog records, offsets %s)",
+            self.name,
+            partition,
+            applied,
+            {tp.topic: o for tp, o in offsets.items()},
+        )
+
+    async def _committed(self, partition: int) -> dict[TopicPartition, int]:
+        consumer = self._require_consumer()
+        tps = [TopicPartition(topic, partition) for topic in self.pipeline.sources]
+        beginnings = await consumer.beginning_offsets(tps)
+        offsets = {}
+        for tp in tps:
+            committed = await consumer.committed(tp)
+            offsets[tp] = committed if committed is not None else beginnings[tp]
+        return offsets
+
+    async def _reopen(self, partition: int) -> None:
+        await self._close_tasks([partition])
+        await self._open_or_retry(partition)
+
+    async def _open_or_retry(self, partition: int) -> None:
+        """Open a partition; if Kafka is unreachable, pause it and retry later.
+
+        A partition that cannot be opened is never processed from a guessed
+        position: it stays paused (and the worker not ready) until it opens.
+        """
+        self.restoring.add(partition)
+        try:
+            await self._open(partition)
+        except (TimeoutError, KafkaError, OSError) as exc:
+            delay_s = min(30.0, 2 ** self._retries.get(partition, 0))
+            self._retries[partition] = self._retries.get(partition, 0) + 1
+            log.warning(
+                "%s[%d]: open failed (%r); retrying in %.0fs", self.name, partition, exc, delay_s
+            )
+            self._pause(partition, True)
+            self._retry_at[partition] = time.monotonic() + delay_s
+        else:
+            self._retries.pop(partition, None)
+            self._retry_at.pop(partition, None)
+            self._pause(partition, False)
+
+    async def _retry_due(self) -> None:
+        now = time.monotonic()
+        due = [p for p, at in self._retry_at.items() if at <= now]
+        for partition in due:
+            del self._retry_at[partition]
+            await self._open_or_retry(partition)
+
+    async def _close_tasks(self, partitions: list[int]) -> None:
+        for partition in partitions:
+            task = self.tasks.pop(partition, None)
+            if task is None:
+                continue
+            task.discard()
+            if task.producer is not self._shared_producer:
+                try:
+                    await task.producer.stop()
+                except KafkaError:
+                    log.debug("producer of %s[%d] did not stop cleanly", self.name, partition)
+            for gauge in (self.metrics.watermark_ms, self.metrics.watermark_lag_ms):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(self.name, str(partition))
+
+    def _reseek(self) -> None:
+        consumer = self._require_consumer()
+        for task in self.tasks.values():
+            for tp, offset in task.next_offsets.items():
+                consumer.seek(tp, offset)
+
+    def _pause(self, partition: int, paused: bool) -> None:
+        consumer = self._require_consumer()
+        tps = [TopicPartition(topic, partition) for topic in self.pipeline.sources]
+        if paused:
+            consumer.pause(*tps)
+        else:
+            consumer.resume(*tps)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _producer(self, transactional_id: str | None) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            bootstrap_servers=self.settings.bootstrap_servers,
+            client_id=f"{self.group_id}-{self.settings.worker_id}",
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=5,
+            transactional_id=transactional_id,
+            transaction_timeout_ms=self.settings.transaction_timeout_ms,
+        )
+
+    def _topic_specs(self, partitions: int | None) -> list[TopicSpec]:
+        n = partitions or self.settings.partitions
+        specs = [TopicSpec(t, n, exact_partitions=False) for t in self.pipeline.sources]
+        outputs = {*self.pipeline.outputs, self.settings.dead_letter_topic}
+        specs += [TopicSpec(t, n, exact_partitions=False) for t in sorted(outputs)]
+        if partitions is not None:
+            specs.append(TopicSpec(self.changelog, partitions, COMPACTED))
+        return specs
+
+    def _update_watermark_metrics(self) -> None:
+        now_ms = self.clock.now_ms()
+        for partition, task in self.tasks.items():
+            watermark = task.logic.watermark_ms
+            if watermark == MIN_WATERMARK:
+                continue
+            self.metrics.watermark_ms.labels(self.name, str(partition)).set(watermark)
+            self.metrics.watermark_lag_ms.labels(self.name, str(partition)).set(now_ms - watermark)
+
+    def _require_consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("the pipeline runtime is not started")
+        return self._consumer
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, runtime: PipelineRuntime) -> None:
+        self._runtime = runtime
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self._runtime.on_revoked()
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        await self._runtime.on_assigned(assigned)

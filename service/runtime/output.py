@@ -1,0 +1,62 @@
+"""Buffers what a partition's logic emits until the task sends it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from service.metrics import Metrics
+from service.pipeline.base import Headers, InputRecord
+
+
+@dataclass(slots=True)
+class Pending:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    timestamp_ms: int | None
+
+
+@dataclass
+class TaskOutput:
+    """:class:`service.pipeline.base.Output` for one task."""
+
+    pipeline: str
+    dead_letter_topic: str
+    metrics: Metrics
+    pending: list[Pending] = field(default_factory=list)
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = (),
+        timestamp_ms: int | None = None,
+    ) -> None:
+        self.pending.append(Pending(topic, key, value, list(headers), timestamp_ms))
+
+    def dead_letter(self, record: InputRecord, reason: str) -> None:
+        # The original bytes travel untouched in the value so a fixed record can be
+        # replayed as is; everything about where it came from goes in headers.
+        headers = [
+            ("eddy.reason", reason.encode()),
+            ("eddy.pipeline", self.pipeline.encode()),
+            ("eddy.source.topic", record.topic.encode()),
+            ("eddy.source.partition", str(record.partition).encode()),
+            ("eddy.source.offset", str(record.offset).encode()),
+        ]
+        self.pending.append(
+            Pending(self.dead_letter_topic, record.key, record.value, headers, None)
+        )
+        self.metrics.dead_letters.labels(self.pipeline, reason.split(":", 1)[0][:40]).inc()
+
+    def count(self, event: str, n: int = 1) -> None:
+        if event == "late":
+            self.metrics.late_records.labels(self.pipeline).inc(n)
+        elif event.startswith("window."):
+            self.metrics.windows_emitted.labels(self.pipeline, event[7:]).inc(n)
+
+    def take(self) -> list[Pending]:
+        pending, self.pending = self.pending, []
+        return pending

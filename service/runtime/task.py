@@ -1,0 +1,136 @@
+"""A task: one input partition of one pipeline, with its state and progress.
+
+Checkpoint order (the consistent cut of docs/semantics.md I.3):
+
+1. the logic writes in-memory progress (watermarks) into the state transaction;
+2. the state changes go to the changelog, through the same producer as outputs;
+3. all sends are awaited; under exactly-once the input offsets join the
+   transaction and it commits, so outputs, changelog and offsets land together;
+4. only then is the local RocksDB batch written, with the changelog offset, so
+   local state is never ahead of what Kafka committed.
+
+If anything fails, the task is discarded and reopened from what Kafka committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.structs import RecordMetadata
+
+from service.pipeline.base import InputRecord, PartitionLogic, Pipeline
+from service.runtime.output import Pending, TaskOutput
+from tables.store import PartitionStore
+
+
+class Task:
+    def __init__(
+        self,
+        *,
+        pipeline: Pipeline,
+        partition: int,
+        store: PartitionStore,
+        producer: AIOKafkaProducer,
+        exactly_once: bool,
+        changelog_topic: str,
+        output: TaskOutput,
+        offsets: dict[TopicPartition, int],
+    ) -> None:
+        self.pipeline = pipeline
+        self.partition = partition
+        self.store = store
+        self.producer = producer
+        self.exactly_once = exactly_once
+        self.changelog_topic = changelog_topic
+        self.output = output
+        self.txn = store.begin()
+        self.logic: PartitionLogic = pipeline.create_logic(partition, store, self.txn)
+        self.committed_offsets = dict(offsets)
+        self.next_offsets = dict(offsets)
+        self._futures: list[asyncio.Future[RecordMetadata]] = []
+        self._in_transaction = False
+        self._prepared: list[tuple[bytes, bytes | None]] = []
+        self._changelog_offset: int | None = None
+        self.records_out = 0
+
+    @property
+    def has_work(self) -> bool:
+        return self.next_offsets != self.committed_offsets or bool(self._futures) or self.txn.dirty
+
+    async def process(self, tp: TopicPartition, records: Sequence[InputRecord]) -> int:
+        """Run the logic over ``records`` (offset order) and send what it emits."""
+        expected = self.next_offsets.get(tp, 0)
+        await self._ensure_transaction()
+        processed = 0
+        for record in records:
+            if record.offset < expected:
+                continue  # already reflected in state (a re-fetch after a seek)
+            self.logic.process(record, self.output)
+            processed += 1
+        if records:
+            self.next_offsets[tp] = max(expected, records[-1].offset + 1)
+        await self._send(self.output.take())
+        return processed
+
+    async def prepare_commit(self) -> None:
+        """Steps 1-3 up to the transaction commit: send state, await every send."""
+        self.logic.prepare_commit()
+        records = self.txn.changelog_records()
+        await self._ensure_transaction()
+        changelog: list[asyncio.Future[RecordMetadata]] = []
+        for key, value in records:
+            changelog.append(
+                await self.producer.send(
+                    self.changelog_topic, value, key=key, partition=self.partition
+                )
+            )
+        await asyncio.gather(*self._futures)
+        self._futures.clear()
+        metadata = await asyncio.gather(*changelog)
+        self._prepared = records
+        self._changelog_offset = max((m.offset for m in metadata), default=None)
+
+    async def commit_transaction(self, group_id: str) -> None:
+        """Exactly-once: offsets join the transaction, which then commits."""
+        offsets: dict[Any, int] = dict(self.next_offsets)
+        if offsets:
+            await self.producer.send_offsets_to_transaction(offsets, group_id)
+        await self.producer.commit_transaction()
+        self._in_transaction = False
+
+    def finish_commit(self) -> None:
+        """Step 4: the local write, once Kafka has the checkpoint."""
+        self.txn.commit(self._prepared, self._changelog_offset)
+        self._prepared = []
+        self._changelog_offset = None
+        self.committed_offsets = dict(self.next_offsets)
+
+    def discard(self) -> None:
+        """Forget everything uncommitted (the caller reopens the task from Kafka)."""
+        self.txn.discard()
+        self.output.take()
+        for future in self._futures:
+            future.cancel()
+        self._futures.clear()
+        self._prepared = []
+
+    async def _ensure_transaction(self) -> None:
+        if self.exactly_once and not self._in_transaction:
+            await self.producer.begin_transaction()
+            self._in_transaction = True
+
+    async def _send(self, pending: list[Pending]) -> None:
+        for item in pending:
+            self._futures.append(
+                await self.producer.send(
+                    item.topic,
+                    item.value,
+                    key=item.key,
+                    headers=item.headers or None,
+                    timestamp_ms=item.timestamp_ms,
+                )
+            )
+        self.records_out += len(pending)

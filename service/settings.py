@@ -1,0 +1,179 @@
+"""Eddy's settings: one pydantic-settings class, built by a factory.
+
+Every setting comes from an environment variable with the ``EDDY_`` prefix
+(``EDDY_BOOTSTRAP_SERVERS``, ``EDDY_PROCESSING_GUARANTEE``...). Nothing is
+built at import time: tests and tools call :func:`load_settings` with
+overrides, so two workers in one test never share hidden configuration.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.errors import ConfigError
+
+ENV_PREFIX = "EDDY_"
+# Variables with the prefix that are not Settings fields (read by tools, not workers).
+OTHER_VARIABLES = {"EDDY_LOCAL_KAFKA_DIR"}
+LOCAL_BOOTSTRAP = "127.0.0.1:9092"
+
+
+class Guarantee(StrEnum):
+    EXACTLY_ONCE = "exactly_once"
+    AT_LEAST_ONCE = "at_least_once"
+
+
+class Settings(BaseSettings):
+    """All of Eddy's configuration. Field docs become the README's settings table."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", frozen=True, validate_default=True
+    )
+
+    app_id: str = Field(
+        "eddy",
+        pattern=r"^[A-Za-z0-9._-]{1,100}$",
+        description="Application id: prefix of consumer groups, transactional ids and "
+        "changelog topics. Workers with the same id share the work.",
+    )
+    bootstrap_servers: str = Field(
+        LOCAL_BOOTSTRAP,
+        min_length=1,
+        description="Kafka bootstrap servers, comma-separated. The local broker is only "
+        f"started when this is {LOCAL_BOOTSTRAP} or localhost:9092.",
+    )
+    processing_guarantee: Guarantee = Field(
+        Guarantee.EXACTLY_ONCE,
+        description="exactly_once (Kafka transactions) or at_least_once.",
+    )
+    commit_interval_ms: int = Field(
+        100, ge=10, le=60_000, description="How often offsets, outputs and state commit."
+    )
+    transaction_timeout_ms: int = Field(
+        30_000,
+        ge=1_000,
+        le=900_000,
+        description="Broker aborts a worker's open transaction after this long.",
+    )
+    session_timeout_ms: int = Field(10_000, ge=1_000, description="Consumer group session timeout.")
+    state_dir: Path = Field(
+        Path(".eddy/state"), description="Local RocksDB directory (rebuilt from changelogs)."
+    )
+    worker_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        min_length=1,
+        description="This worker's name in logs, client ids and API responses.",
+    )
+    partitions: int = Field(
+        6, ge=1, le=1024, description="Partitions of the topics Eddy creates (parallelism)."
+    )
+    replication_factor: int = Field(
+        1, ge=1, le=7, description="Replication factor of the topics Eddy creates."
+    )
+    readings_topic: str = Field("sensor-readings", description="Input: sensor readings.")
+    averages_topic: str = Field(
+        "sensor-averages", description="Output: one result per sensor and window."
+    )
+    late_topic: str = Field(
+        "late-readings", description="Readings too late for every window they belong to."
+    )
+    dead_letter_topic: str = Field(
+        "dead-letters", description="Records that could not be decoded, with the reason."
+    )
+    window_size_ms: int = Field(
+        5_000, ge=1, description="Size of sensor_averages' tumbling event-time windows."
+    )
+    watermark_bound_ms: int = Field(
+        1_000, ge=0, description="Bounded out-of-orderness of the sensor watermark."
+    )
+    allowed_lateness_ms: int = Field(
+        0, ge=0, description="Keep a fired window this long (event time) for late updates."
+    )
+    results_retention_ms: int = Field(
+        86_400_000,
+        ge=1,
+        description="How long (event time) window results stay queryable in state.",
+    )
+    api_host: str = Field("127.0.0.1", description="Address the REST API binds to.")
+    api_port: int = Field(8000, ge=0, le=65_535, description="Port of the REST API (0 = any).")
+    api_max_results: int = Field(
+        1_000, ge=1, description="Most window results one REST response may return."
+    )
+    log_level: str = Field(
+        "INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="Log level."
+    )
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers_have_ports(cls, value: str) -> str:
+        for server in value.split(","):
+            host, sep, port = server.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"{server!r} is not host:port")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_topics(self) -> Settings:
+        names = [self.readings_topic, self.averages_topic, self.late_topic]
+        names.append(self.dead_letter_topic)
+        if len(set(names)) != len(names):
+            raise ValueError("the readings, averages, late and dead-letter topics must differ")
+        return self
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee is Guarantee.EXACTLY_ONCE
+
+    @property
+    def uses_local_broker(self) -> bool:
+        return self.bootstrap_servers.strip() in {LOCAL_BOOTSTRAP, "localhost:9092"}
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment, with explicit overrides winning.
+
+    Raises:
+        ConfigError: naming each bad variable, so a misconfigured worker stops at
+            start with a message that says what to set.
+    """
+    _reject_unknown_variables()
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"]) or "settings"
+            variable = f"{ENV_PREFIX}{field.upper()}" if error["loc"] else field
+            problems.append(f"{variable}: {error['msg']}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None
+
+
+def _reject_unknown_variables() -> None:
+    # A misspelt variable would otherwise be ignored silently and the default used.
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    unknown = sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        raise ConfigError("unknown setting: " + ", ".join(hints) + "; see the README's table")
+
+
+def settings_table() -> str:
+    """The README's settings table, generated from the fields so the two agree."""
+    rows = ["| variable | default | what it does |", "|---|---|---|"]
+    for name, info in Settings.model_fields.items():
+        default: object = "hostname-pid" if info.default_factory else info.default
+        if isinstance(default, StrEnum):
+            default = default.value
+        rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {info.description} |")
+    return "\n".join(rows)

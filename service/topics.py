@@ -1,0 +1,160 @@
+"""Eddy's topics: what they are, and creating or checking them at start."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from aiokafka import errors
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from service.errors import BrokerUnavailableError, TopicMismatchError
+from service.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 20.0
+COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: Mapping[str, str] = field(default_factory=dict)
+    # Inputs whose keys must land in the same partition numbers as this topic's.
+    exact_partitions: bool = True
+
+
+def changelog_topic(settings: Settings, pipeline: str) -> str:
+    return f"{settings.app_id}-{pipeline}-changelog"
+
+
+def standard_topics(settings: Settings) -> list[TopicSpec]:
+    n = settings.partitions
+    return [
+        TopicSpec(settings.readings_topic, n),
+        TopicSpec(settings.averages_topic, n, exact_partitions=False),
+        TopicSpec(settings.late_topic, n, exact_partitions=False),
+        TopicSpec(settings.dead_letter_topic, n, exact_partitions=False),
+    ]
+
+
+def admin_client(settings: Settings) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(
+        bootstrap_servers=settings.bootstrap_servers,
+        client_id=f"{settings.app_id}-admin-{settings.worker_id}",
+        request_timeout_ms=15_000,
+    )
+
+
+async def partition_counts(admin: AIOKafkaAdminClient, names: Iterable[str]) -> dict[str, int]:
+    """Partition count of each existing topic among ``names``."""
+    wanted = set(names)
+    existing = set(await admin.list_topics()) & wanted
+    if not existing:
+        return {}
+    described = await admin.describe_topics(sorted(existing))
+    return {t["topic"]: len(t["partitions"]) for t in described if not t["error_code"]}
+
+
+async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec]) -> dict[str, int]:
+    """Create missing topics; check that existing ones have the layout Eddy needs.
+
+    Returns:
+        The partition count of every topic in ``specs``.
+
+    Raises:
+        BrokerUnavailableError: Kafka did not answer.
+        TopicMismatchError: an existing topic has the wrong partition count.
+    """
+    specs = list(specs)
+    admin = await _connect(settings)
+    try:
+        counts = await partition_counts(admin, (s.name for s in specs))
+        missing = [s for s in specs if s.name not in counts]
+        if missing:
+            new = [
+                NewTopic(
+                    s.name, s.partitions, settings.replication_factor, topic_configs=dict(s.config)
+                )
+                for s in missing
+            ]
+            response = await admin.create_topics(new)
+            for name, code, *rest in response.topic_errors:
+                # 36: another worker created it first, which is fine.
+                if code not in (0, 36):
+                    message = rest[0] if rest else ""
+                    raise TopicMismatchError(
+                        f"cannot create topic {name!r}: {errors.for_code(code).__name__} {message}"
+                    )
+                if code == 0:
+                    log.info("created topic %s", name)
+            counts = await _wait_for(admin, [s.name for s in specs])
+        for spec in specs:
+            if spec.exact_partitions and counts[spec.name] != spec.partitions:
+                raise TopicMismatchError(
+                    f"topic {spec.name!r} has {counts[spec.name]} partitions, Eddy needs "
+                    f"{spec.partitions} (set EDDY_PARTITIONS={counts[spec.name]} to match, or "
+                    "recreate the topic)"
+                )
+        return counts
+    finally:
+        await admin.close()
+
+
+async def _connect(settings: Settings) -> AIOKafkaAdminClient:
+    """An admin client, retried for a while: a broker may still be starting."""
+    try:
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(KafkaError),
+            wait=wait_exponential(multiplier=0.2, max=3),
+            stop=stop_after_delay(CONNECT_TIMEOUT_S),
+            reraise=True,
+        ):
+            with attempt:
+                admin = admin_client(settings)
+                try:
+                    await admin.start()
+                except BaseException:
+                    await admin.close()
+                    raise
+                return admin
+    except KafkaError as exc:
+        raise BrokerUnavailableError(
+            f"Kafka did not answer at {settings.bootstrap_servers} within "
+            f"{CONNECT_TIMEOUT_S:.0f}s ({exc}); start it with `make kafka-start` or set "
+            "EDDY_BOOTSTRAP_SERVERS"
+        ) from None
+    raise AssertionError("unreachable")
+
+
+async def _wait_for(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
+    # Metadata of freshly created topics can lag a moment behind the create call.
+    for _ in range(100):
+        counts = await partition_counts(admin, names)
+        if len(counts) == len(names):
+            return counts
+        await asyncio.sleep(0.1)
+    missing = sorted(set(names) - set(counts))
+    raise BrokerUnavailableError(f"topics {missing} did not appear after creation")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    from agents import build_pipelines
+
+    settings = load_settings()
+    specs = standard_topics(settings)
+    for pipeline in build_pipelines(settings):
+        specs.append(
+            TopicSpec(changelog_topic(settings, pipeline.name), settings.partitions, COMPACTED)
+        )
+    counts = asyncio.run(ensure_topics(settings, specs))
+    for name in sorted(counts):
+        print(f"  {name}: {counts[name]} partitions")
+    return 0

@@ -1,0 +1,204 @@
+"""A worker process: every pipeline's runtime plus the REST API, in one event loop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import logging
+import signal
+import socket
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.app import create_app
+from service.errors import ConfigError
+from service.eventtime import MIN_WATERMARK, Clock, SystemClock
+from service.metrics import Metrics
+from service.pipeline.base import Pipeline
+from service.queries import WindowPage, window_results
+from service.runtime.engine import PipelineRuntime
+from service.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # The worker owns SIGINT/SIGTERM: it must commit and leave the group first.
+        yield
+
+
+class Worker:
+    """Runs pipelines and serves their state. Implements :class:`api.backend.Backend`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pipelines: Sequence[Pipeline] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if pipelines is None:
+            from agents import build_pipelines
+
+            pipelines = build_pipelines(settings)
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.metrics = Metrics()
+        self.runtimes = {
+            p.name: PipelineRuntime(p, settings, self.metrics, self.clock) for p in pipelines
+        }
+        self.api_port: int | None = None
+        self._server: _Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        sock = _bind(self.settings.api_host, self.settings.api_port)
+        self.api_port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            create_app(self), log_level="warning", access_log=False, lifespan="off"
+        )
+        self._server = _Server(config)
+        self._tasks.append(asyncio.create_task(self._server.serve([sock]), name="api"))
+        for runtime in self.runtimes.values():
+            await runtime.start()
+            self._tasks.append(asyncio.create_task(runtime.run(), name=runtime.name))
+        log.info(
+            "worker %s started; API on http://%s:%d",
+            self.worker_id,
+            self.settings.api_host,
+            self.api_port,
+        )
+
+    async def wait(self) -> None:
+        """Return when :meth:`request_stop` is called; raise if a component died."""
+        stop = asyncio.create_task(self._stopped.wait())
+        done, _ = await asyncio.wait([stop, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        for task in done:
+            if task is not stop and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def stop(self) -> None:
+        for runtime in self.runtimes.values():
+            await runtime.stop()
+        if self._server is not None:
+            self._server.should_exit = True
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+                await asyncio.wait_for(task, timeout=10)
+
+    # -- Backend (the API's view) ------------------------------------------------------
+
+    @property
+    def worker_id(self) -> str:
+        return self.settings.worker_id
+
+    @property
+    def max_results(self) -> int:
+        return self.settings.api_max_results
+
+    def is_live(self) -> bool:
+        return all(not t.done() for t in self._tasks if t.get_name() != "api")
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        detail = {
+            name: {
+                "ready": rt.ready,
+                "partitions": sorted(rt.tasks),
+                "restoring": sorted(rt.restoring),
+            }
+            for name, rt in self.runtimes.items()
+        }
+        return all(rt.ready for rt in self.runtimes.values()) and self.is_live(), detail
+
+    def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
+        return window_results(self.runtimes["sensor_averages"], sensor_id, from_ms, to_ms, limit)
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        return generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST
+
+    def status(self) -> dict[str, Any]:
+        now_ms = self.clock.now_ms()
+        pipelines = {}
+        for name, rt in self.runtimes.items():
+            watermarks = {p: w for p, w in rt.watermarks().items() if w != MIN_WATERMARK}
+            pipelines[name] = {
+                "ready": rt.ready,
+                "partitions": sorted(rt.tasks),
+                "restoring": sorted(rt.restoring),
+                "watermarks_ms": watermarks,
+                "min_watermark_lag_ms": now_ms - max(watermarks.values()) if watermarks else None,
+                "max_watermark_lag_ms": now_ms - min(watermarks.values()) if watermarks else None,
+                "records_in": _value(self.metrics, "eddy_records_in_total", pipeline=name),
+                "windows_emitted": _value(
+                    self.metrics, "eddy_windows_emitted_total", pipeline=name
+                ),
+                "late_records": _value(self.metrics, "eddy_late_records_total", pipeline=name),
+                "dead_letters": _value(self.metrics, "eddy_dead_letters_total", pipeline=name),
+                "commits": _value(self.metrics, "eddy_commits_total", pipeline=name),
+            }
+        return {"worker_id": self.worker_id, "now_ms": now_ms, "pipelines": pipelines}
+
+
+def _value(metrics: Metrics, sample_name: str, **labels: str) -> float:
+    """Sum of a metric's samples matching ``labels`` (over any other labels)."""
+    total = 0.0
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == sample_name and all(
+                sample.labels.get(k) == v for k, v in labels.items()
+            ):
+                total += sample.value
+    return total
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is in use: stop what holds it or set EDDY_API_PORT"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): set EDDY_API_HOST"
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(settings: Settings) -> int:
+    worker = Worker(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, worker.request_stop)
+    try:
+        await worker.start()
+        await worker.wait()
+    finally:
+        log.info("worker %s stopping: committing and leaving the group", worker.worker_id)
+        await worker.stop()
+    return 0
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    logging.getLogger().setLevel(settings.log_level)
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    return asyncio.run(serve(settings))

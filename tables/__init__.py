@@ -1,0 +1,1 @@
+"""Keyed RocksDB state: codecs, partition stores, the stores behind the event-time core. The only package that imports rocksdict."""

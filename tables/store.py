@@ -1,0 +1,177 @@
+"""Changelog-backed RocksDB state, one database per (pipeline, partition).
+
+Layering, after Quix Streams: a :class:`PartitionStore` is the committed state of
+one partition on local disk; a :class:`PartitionTransaction` holds the changes of
+the checkpoint in progress as Python objects. At a checkpoint the runtime sends
+:meth:`PartitionTransaction.changelog_records` in the Kafka transaction, commits
+it, and only then calls :meth:`PartitionTransaction.commit`, which writes one
+RocksDB ``WriteBatch`` holding the data and the changelog offset. Local state is
+therefore never ahead of the changelog, and a restart restores only the tail.
+
+Every table of a partition shares one changelog topic partition; a changelog key
+is the table's name prefix plus the table key, so compaction keeps the latest
+value of each (table, key).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_DELETED: Any = object()
+# Keys under an empty table name are local bookkeeping, never sent to a changelog.
+_LOCAL = b"\x00"
+_CHANGELOG_OFFSET = _LOCAL + b"changelog_offset"
+
+
+@dataclass(frozen=True, eq=False)  # identity hash: specs key hot dicts
+class TableSpec(Generic[K, V]):
+    """A named table inside a partition store, with its key and value codecs."""
+
+    name: str
+    encode_key: Callable[[K], bytes]
+    decode_key: Callable[[bytes], K]
+    encode_value: Callable[[V], bytes]
+    decode_value: Callable[[bytes], V]
+    prefix: bytes = field(init=False)
+
+    def __post_init__(self) -> None:
+        raw = self.name.encode()
+        if not 0 < len(raw) < 256:
+            raise ValueError("table names are 1-255 bytes")
+        object.__setattr__(self, "prefix", bytes([len(raw)]) + raw)
+
+    def full_key(self, key: K) -> bytes:
+        return self.prefix + self.encode_key(key)
+
+
+def _options() -> Options:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    return options
+
+
+class PartitionStore:
+    """The committed state of one partition, in one RocksDB directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = Rdict(str(path), _options())
+
+    def get(self, table: TableSpec[K, V], key: K) -> V | None:
+        raw = self._db.get(table.full_key(key))
+        return None if raw is None else table.decode_value(raw)
+
+    def scan(
+        self, table: TableSpec[K, V], lower: bytes = b"", upper: bytes | None = None
+    ) -> Iterator[tuple[K, V]]:
+        """Committed entries whose encoded key is in ``[lower, upper)``, in key order."""
+        start = table.prefix + lower
+        bound = table.prefix + upper if upper is not None else _next_prefix(table.prefix)
+        read_options = ReadOptions()
+        read_options.set_iterate_upper_bound(bound)
+        skip = len(table.prefix)
+        items = self._db.items(from_key=start, read_opt=read_options)
+        for raw_key, raw_value in cast(Iterator[tuple[bytes, bytes]], items):
+            yield table.decode_key(raw_key[skip:]), table.decode_value(raw_value)
+
+    def begin(self) -> PartitionTransaction:
+        return PartitionTransaction(self)
+
+    def changelog_offset(self) -> int:
+        """Offset of the last changelog record reflected locally, or -1."""
+        raw = self._db.get(_CHANGELOG_OFFSET)
+        return -1 if raw is None else int(raw)
+
+    def apply_changelog(self, records: Iterable[tuple[bytes, bytes | None]], offset: int) -> None:
+        """Apply restored changelog records (full keys) up to ``offset``, atomically."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in records:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        batch.put(_CHANGELOG_OFFSET, str(offset).encode())
+        self._db.write(batch)
+
+    def write(self, batch: WriteBatch) -> None:
+        self._db.write(batch)
+
+    def raw_get(self, full_key: bytes) -> bytes | None:
+        value: bytes | None = self._db.get(full_key)
+        return value
+
+    def close(self) -> None:
+        self._db.close()
+
+    @staticmethod
+    def destroy(path: Path) -> None:
+        """Delete a partition's local state; the changelog will rebuild it."""
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _next_prefix(prefix: bytes) -> bytes:
+    # The smallest key above every key with this prefix. A table prefix ends in a
+    # byte of a UTF-8 name, and UTF-8 never contains 0xFF, so the increment is safe.
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+class PartitionTransaction:
+    """Uncommitted changes of one checkpoint, as decoded values (cheap to re-read)."""
+
+    def __init__(self, store: PartitionStore) -> None:
+        self._store = store
+        self._changes: dict[TableSpec[Any, Any], dict[Any, Any]] = {}
+
+    def get(self, table: TableSpec[K, V], key: K) -> V | None:
+        changes = self._changes.get(table)
+        if changes is not None and key in changes:
+            value = changes[key]
+            return None if value is _DELETED else value
+        return self._store.get(table, key)
+
+    def put(self, table: TableSpec[K, V], key: K, value: V) -> None:
+        self._changes.setdefault(table, {})[key] = value
+
+    def delete(self, table: TableSpec[K, V], key: K) -> None:
+        self._changes.setdefault(table, {})[key] = _DELETED
+
+    @property
+    def dirty(self) -> bool:
+        return any(self._changes.values())
+
+    def changelog_records(self) -> list[tuple[bytes, bytes | None]]:
+        """The changes as changelog records: encoded full key, value or tombstone."""
+        records: list[tuple[bytes, bytes | None]] = []
+        for table, changes in self._changes.items():
+            for key, value in changes.items():
+                encoded = None if value is _DELETED else table.encode_value(value)
+                records.append((table.full_key(key), encoded))
+        return records
+
+    def commit(
+        self, records: list[tuple[bytes, bytes | None]], changelog_offset: int | None
+    ) -> None:
+        """Write the checkpoint's records and changelog offset in one ``WriteBatch``."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in records:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        if changelog_offset is not None:
+            batch.put(_CHANGELOG_OFFSET, str(changelog_offset).encode())
+        self._store.write(batch)
+        self._changes.clear()
+
+    def discard(self) -> None:
+        self._changes.clear()

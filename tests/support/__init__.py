@@ -1,0 +1,1 @@
+"""Helpers for tests that talk to the real broker."""

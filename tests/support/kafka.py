@@ -1,0 +1,108 @@
+"""Producing fixtures to and reading results from the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from service.settings import Settings, load_settings
+from service.topics import admin_client, ensure_topics, partition_counts, standard_topics
+
+
+def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
+    """Settings with topics, group and state of their own, so tests never collide."""
+    tag = uuid.uuid4().hex[:8]
+    values: dict[str, Any] = {
+        "app_id": f"test-{tag}",
+        "readings_topic": f"readings-{tag}",
+        "averages_topic": f"averages-{tag}",
+        "late_topic": f"late-{tag}",
+        "dead_letter_topic": f"dead-{tag}",
+        "state_dir": tmp_path / "state",
+        "api_port": 0,
+        "worker_id": f"worker-{tag}",
+        "commit_interval_ms": 100,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+async def produce(
+    settings: Settings, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]
+) -> int:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers, enable_idempotence=True, linger_ms=5
+    )
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+        return len(futures)
+    finally:
+        await producer.stop()
+
+
+async def read_all(
+    settings: Settings,
+    topic: str,
+    *,
+    committed: bool = True,
+    min_records: int = 0,
+    timeout_s: float = 60.0,
+    quiet_s: float = 2.0,
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """Read a topic from the beginning until ``min_records`` arrived and it went quiet."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=None,
+        isolation_level="read_committed" if committed else "read_uncommitted",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    records: list[ConsumerRecord[bytes, bytes]] = []
+    try:
+        count = await topic_partitions(settings, topic)
+        consumer.assign([TopicPartition(topic, p) for p in range(count)])
+        await consumer.seek_to_beginning()
+        deadline = time.monotonic() + timeout_s
+        last_new = time.monotonic()
+        while time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=200)
+            for part in batch.values():
+                records.extend(part)
+            if batch:
+                last_new = time.monotonic()
+            elif len(records) >= min_records and time.monotonic() - last_new >= quiet_s:
+                break
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def create_topics(settings: Settings) -> None:
+    await ensure_topics(settings, standard_topics(settings))
+
+
+async def topic_partitions(settings: Settings, topic: str) -> int:
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        return (await partition_counts(admin, [topic]))[topic]
+    finally:
+        await admin.close()
+
+
+async def wait_until(predicate: Any, timeout_s: float = 60.0, every_s: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await predicate() if asyncio.iscoroutinefunction(predicate) else predicate():
+            return
+        await asyncio.sleep(every_s)
+    raise AssertionError(f"condition not met within {timeout_s}s")

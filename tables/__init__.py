@@ -1,1 +1,2 @@
-"""Keyed RocksDB state: codecs, partition stores, the stores behind the event-time core. The only package that imports rocksdict."""
+"""Keyed RocksDB state: codecs, partition stores, and the stores behind the
+event-time core. The only package that imports rocksdict."""

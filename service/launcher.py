@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -98,6 +99,8 @@ async def _monitor(base: str, children: list[Child], duration_s: float | None) -
     before: dict[str, Any] = {}
     before_at = started
     async with httpx.AsyncClient(timeout=3.0) as client:
+        with contextlib.suppress(httpx.HTTPError):
+            before = (await client.get(f"{base}/status")).json()
         while duration_s is None or time.monotonic() - started < duration_s:
             wait_s = STATUS_EVERY_S
             if duration_s is not None:

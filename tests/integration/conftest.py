@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from service import localkafka
 from service.settings import Settings
 from service.worker import Worker
+from tests.support.broker import kafka_broker  # noqa: F401  (autouse, session scope)
 from tests.support.kafka import unique_settings
 
 
-@pytest.fixture(scope="session", autouse=True)
-def kafka_broker() -> Iterator[None]:
-    """The broker `make test` started, or one started here (and stopped after)."""
-    started = localkafka.ensure_running()
-    yield
-    if started:
-        localkafka.stop()
-
-
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return unique_settings(tmp_path)
+def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    """Fresh topics and state per test; parametrize indirectly with a guarantee."""
+    guarantee = getattr(request, "param", "exactly_once")
+    return unique_settings(tmp_path, processing_guarantee=guarantee)
 
 
 @pytest.fixture

@@ -29,9 +29,10 @@ def shuffled_within(readings: list[tuple[str, int, float]], bound_ms: int, seed:
     return sorted(readings, key=lambda r: r[1] + rng.randint(0, bound_ms))
 
 
-async def test_windows_match_an_offline_recomputation_exactly_once(
-    settings: Settings, worker: Worker
-) -> None:
+@pytest.mark.parametrize(
+    "settings", ["exactly_once", "at_least_once"], indirect=True, ids=lambda g: str(g)
+)
+async def test_windows_match_an_offline_recomputation(settings: Settings, worker: Worker) -> None:
     rng = random.Random(42)
     in_order = [
         (sensor, BASE_MS + step * 37 + i, round(rng.uniform(20, 90), 2))

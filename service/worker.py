@@ -16,7 +16,7 @@ import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.app import create_app
-from service.errors import ConfigError
+from service.errors import ConfigError, EddyError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.metrics import Metrics
 from service.pipeline.base import Pipeline
@@ -188,13 +188,20 @@ async def serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.request_stop)
+    exit_code = 0
     try:
         await worker.start()
         await worker.wait()
+    except EddyError:
+        raise  # a configuration or connectivity problem: the CLI prints it in one line
+    except Exception as exc:
+        log.error("worker %s failed: %r (DEBUG logging shows the traceback)", worker.worker_id, exc)
+        log.debug("traceback of the failure", exc_info=exc)
+        exit_code = 1
     finally:
         log.info("worker %s stopping: committing and leaving the group", worker.worker_id)
         await worker.stop()
-    return 0
+    return exit_code
 
 
 def run_cli(args: argparse.Namespace) -> int:

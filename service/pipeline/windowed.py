@@ -139,10 +139,17 @@ class WindowedLogic:
     def process(self, record: InputRecord, out: Output) -> None:
         try:
             value = decode_model(self._d.value_type, record.value)
-            key = self._d.event_time.key(value)
-            timestamp_ms = self._d.event_time.timestamp_ms(value)
         except DecodeError as exc:
             out.dead_letter(record, exc.reason)
+            return
+        try:
+            key = self._d.event_time.key(value)
+            timestamp_ms = self._d.event_time.timestamp_ms(value)
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, f"key/timestamp extraction failed: {exc!r}")
+            return
+        if type(timestamp_ms) is not int or type(key) is not str:
+            out.dead_letter(record, "key must be a str and timestamp_ms an int")
             return
         accepted, updates = self._operator.process(key, timestamp_ms, value)
         if not accepted:

@@ -106,6 +106,8 @@ class PipelineRuntime:
         consumer = self._require_consumer()
         interval_s = self.settings.commit_interval_ms / 1000
         while not self._stopping:
+            if self.failed is not None:
+                raise self.failed
             generation = self._generation
             batch = await consumer.getmany(timeout_ms=100, max_records=10_000)
             async with self._lock:
@@ -131,7 +133,7 @@ class PipelineRuntime:
         """Commit what was processed, leave the group, close state."""
         self._stopping = True
         async with self._lock:
-            await self._commit_all()
+            await self._commit_all(reopen_failed=False)
             await self._close_tasks(list(self.tasks))
             if self._consumer is not None:
                 await self._consumer.stop()
@@ -155,20 +157,27 @@ class PipelineRuntime:
 
     # -- checkpoints -------------------------------------------------------------
 
-    async def _commit_all(self) -> None:
+    async def _commit_all(self, *, reopen_failed: bool = True) -> None:
+        """Checkpoint every task with work.
+
+        Args:
+            reopen_failed: reopen a task whose checkpoint failed, from what Kafka
+                committed. False when the partitions are being given up anyway
+                (revoke, stop): reopening would only fence our own producer.
+        """
         self._last_commit = time.monotonic()
         tasks = [task for task in self.tasks.values() if task.has_work]
         if not tasks:
             return
         started = time.perf_counter()
         if self.settings.exactly_once:
-            await asyncio.gather(*(self._commit_one(task) for task in tasks))
+            await asyncio.gather(*(self._commit_one(task, reopen_failed) for task in tasks))
         else:
-            await self._commit_at_least_once(tasks)
+            await self._commit_at_least_once(tasks, reopen_failed)
         self.metrics.commit_seconds.labels(self.name).observe(time.perf_counter() - started)
         self._update_watermark_metrics()
 
-    async def _commit_one(self, task: Task) -> None:
+    async def _commit_one(self, task: Task, reopen_failed: bool) -> None:
         try:
             await task.prepare_commit()
             await task.commit_transaction(self.group_id)
@@ -189,12 +198,13 @@ class PipelineRuntime:
             )
             self.metrics.commit_failures.labels(self.name).inc()
             task.discard()
-            await self._reopen(task.partition)
+            if reopen_failed:
+                await self._reopen(task.partition)
             return
         task.finish_commit()
         self.metrics.commits.labels(self.name).inc()
 
-    async def _commit_at_least_once(self, tasks: list[Task]) -> None:
+    async def _commit_at_least_once(self, tasks: list[Task], reopen_failed: bool) -> None:
         consumer = self._require_consumer()
         try:
             await asyncio.gather(*(task.prepare_commit() for task in tasks))
@@ -205,7 +215,8 @@ class PipelineRuntime:
             self.metrics.commit_failures.labels(self.name).inc(len(tasks))
             for task in tasks:
                 task.discard()
-                await self._reopen(task.partition)
+                if reopen_failed:
+                    await self._reopen(task.partition)
             return
         for task in tasks:
             task.finish_commit()
@@ -216,7 +227,7 @@ class PipelineRuntime:
     async def on_revoked(self) -> None:
         async with self._lock:
             self._generation += 1
-            await self._commit_all()
+            await self._commit_all(reopen_failed=False)
             await self._close_tasks(list(self.tasks))
 
     async def on_assigned(self, assigned: Iterable[TopicPartition]) -> None:

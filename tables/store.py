@@ -92,23 +92,20 @@ class PartitionStore:
         raw = self._db.get(_CHANGELOG_OFFSET)
         return -1 if raw is None else int(raw)
 
-    def apply_changelog(self, records: Iterable[tuple[bytes, bytes | None]], offset: int) -> None:
-        """Apply restored changelog records (full keys) up to ``offset``, atomically."""
+    def write(
+        self, records: Iterable[tuple[bytes, bytes | None]], changelog_offset: int | None
+    ) -> None:
+        """Write changelog-shaped records (full keys; ``None`` deletes) and the offset
+        of the last changelog record they reflect, atomically in one ``WriteBatch``."""
         batch = WriteBatch(raw_mode=True)
         for key, value in records:
             if value is None:
                 batch.delete(key)
             else:
                 batch.put(key, value)
-        batch.put(_CHANGELOG_OFFSET, str(offset).encode())
+        if changelog_offset is not None:
+            batch.put(_CHANGELOG_OFFSET, str(changelog_offset).encode())
         self._db.write(batch)
-
-    def write(self, batch: WriteBatch) -> None:
-        self._db.write(batch)
-
-    def raw_get(self, full_key: bytes) -> bytes | None:
-        value: bytes | None = self._db.get(full_key)
-        return value
 
     def close(self) -> None:
         self._db.close()
@@ -162,15 +159,7 @@ class PartitionTransaction:
         self, records: list[tuple[bytes, bytes | None]], changelog_offset: int | None
     ) -> None:
         """Write the checkpoint's records and changelog offset in one ``WriteBatch``."""
-        batch = WriteBatch(raw_mode=True)
-        for key, value in records:
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        if changelog_offset is not None:
-            batch.put(_CHANGELOG_OFFSET, str(changelog_offset).encode())
-        self._store.write(batch)
+        self._store.write(records, changelog_offset)
         self._changes.clear()
 
     def discard(self) -> None:

@@ -65,7 +65,7 @@ async def restore_partition(
             batch = await consumer.getmany(tp, timeout_ms=500, max_records=APPLY_CHUNK)
             records = batch.get(tp, [])
             if records:
-                store.apply_changelog(((r.key, r.value) for r in records), records[-1].offset)
+                store.write(((r.key, r.value) for r in records), records[-1].offset)
                 applied += len(records)
         return store, applied
     finally:

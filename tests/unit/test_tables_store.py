@@ -95,7 +95,7 @@ def test_changelog_records_replay_into_an_identical_store(tmp_path: Path) -> Non
     assert (b"\x07windows" + encode_window_key(("b", TimeWindow(0, 10))), None) in second
 
     replica = PartitionStore(tmp_path / "b")
-    replica.apply_changelog(first + second, 3)
+    replica.write(first + second, 3)
     assert list(replica.scan(windows)) == list(source.scan(windows))
     assert list(replica.scan(timers)) == list(source.scan(timers))
     assert [k for k, _ in replica.scan(windows)] == [("a", TimeWindow(0, 10))]

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from service.pipeline.base import Pipeline
-from service.settings import Settings
+from collections.abc import Callable
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from service.pipeline.base import Pipeline
+    from service.settings import Settings
+
+# name -> module with ``build(settings) -> Pipeline``; EDDY_PIPELINES picks from these.
+PIPELINES = {
+    "sensor_averages": "agents.sensor_averages",
+    "eos_checker": "agents.eos_checker",
+}
 
 
 def build_pipelines(settings: Settings) -> list[Pipeline]:
-    from agents import sensor_averages
-
-    return [sensor_averages.build(settings)]
+    builders: list[Callable[[Settings], Pipeline]] = [
+        import_module(PIPELINES[name]).build for name in settings.pipelines
+    ]
+    return [build(settings) for build in builders]

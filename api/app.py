@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from api import errors
 from api.backend import Backend
-from api.routes import health, metrics, sensors
+from api.routes import health, metrics, sensors, state
 
 
 def create_app(backend: Backend) -> FastAPI:
@@ -20,4 +20,5 @@ def create_app(backend: Backend) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(sensors.router)
+    app.include_router(state.router)
     return app

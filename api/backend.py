@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from service.queries import WindowPage
+from service.queries import StateValue, WindowPage
 
 
 class Backend(Protocol):
@@ -21,6 +21,10 @@ class Backend(Protocol):
         ...
 
     def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
+        """Raises ``service.queries.QueryError`` subclasses."""
+        ...
+
+    def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
         """Raises ``service.queries.QueryError`` subclasses."""
         ...
 

@@ -52,8 +52,8 @@ def _config(args: argparse.Namespace) -> int:
     if args.markdown:
         print(settings_table())
         return 0
-    for name, value in load_settings().model_dump(mode="json").items():
-        print(f"EDDY_{name.upper()}={value}")
+    for name, value in load_settings().to_env().items():
+        print(f"{name}={value}")
     return 0
 
 

@@ -13,9 +13,12 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
+from service.pipeline.keyed import state_table
 from service.pipeline.windowed import RESULTS, WINDOWS
 from service.runtime.engine import PipelineRuntime
+from service.runtime.task import Task
 from tables.codecs import key_prefix, window_key_range
+from tables.store import PartitionStore
 
 
 class QueryError(Exception):
@@ -51,10 +54,8 @@ def partition_for(key: str, partitions: int) -> int:
     return (hashed & 0x7FFFFFFF) % partitions
 
 
-def window_results(
-    runtime: PipelineRuntime, key: str, from_ms: int, to_ms: int, limit: int
-) -> WindowPage:
-    """Results of windows of ``key`` starting in ``[from_ms, to_ms)``, oldest first."""
+def locate(runtime: PipelineRuntime, key: str) -> tuple[int, Task, PartitionStore]:
+    """The partition of ``key`` and its task and store, if this worker serves it now."""
     if runtime.partition_count == 0:
         raise PartitionUnavailableError("the worker is starting", -1, 1)
     partition = partition_for(key, runtime.partition_count)
@@ -68,6 +69,32 @@ def window_results(
         raise PartitionUnavailableError(
             f"partition {partition} is owned by another worker", partition, retry_after_s=1
         )
+    return partition, task, store
+
+
+@dataclass(frozen=True)
+class StateValue:
+    key: str
+    partition: int
+    value: Any
+    committed_offsets: dict[str, int]
+
+
+def state_value(runtime: PipelineRuntime, state: str, key: str) -> StateValue:
+    """The committed value of keyed value state ``state`` for ``key``."""
+    partition, task, store = locate(runtime, key)
+    value = store.get(state_table(state), key)
+    if value is None:
+        raise UnknownKeyError(f"no {state!r} state for {key!r}")
+    offsets = {tp.topic: o for tp, o in task.committed_offsets.items()}
+    return StateValue(key, partition, value, offsets)
+
+
+def window_results(
+    runtime: PipelineRuntime, key: str, from_ms: int, to_ms: int, limit: int
+) -> WindowPage:
+    """Results of windows of ``key`` starting in ``[from_ms, to_ms)``, oldest first."""
+    partition, task, store = locate(runtime, key)
     lower, upper = window_key_range(key, from_ms, to_ms)
     prefix = key_prefix(key)
     rows = list(islice(store.scan(RESULTS, lower, upper), limit + 1))

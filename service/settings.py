@@ -13,10 +13,10 @@ import os
 import socket
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service.errors import ConfigError
 
@@ -102,6 +102,14 @@ class Settings(BaseSettings):
         ge=1,
         description="How long (event time) window results stay queryable in state.",
     )
+    pipelines: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("sensor_averages",),
+        description="Pipelines this worker runs, comma-separated (see agents/).",
+    )
+    checker_topic_prefix: str = Field(
+        "eos-checker-",
+        description="Topic prefix of the eos_checker pipeline (input, echo, agg, alerts).",
+    )
     api_host: str = Field("127.0.0.1", description="Address the REST API binds to.")
     api_port: int = Field(8000, ge=0, le=65_535, description="Port of the REST API (0 = any).")
     api_max_results: int = Field(
@@ -110,6 +118,23 @@ class Settings(BaseSettings):
     log_level: str = Field(
         "INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="Log level."
     )
+
+    @field_validator("pipelines", mode="before")
+    @classmethod
+    def _split_pipelines(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @field_validator("pipelines")
+    @classmethod
+    def _known_pipelines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from agents import PIPELINES
+
+        unknown = [name for name in value if name not in PIPELINES]
+        if unknown or not value:
+            raise ValueError(f"unknown pipeline {unknown}; choose from {sorted(PIPELINES)}")
+        return value
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -127,6 +152,14 @@ class Settings(BaseSettings):
         if len(set(names)) != len(names):
             raise ValueError("the readings, averages, late and dead-letter topics must differ")
         return self
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as the environment variables that reproduce them."""
+        env = {}
+        for name, value in self.model_dump(mode="json").items():
+            text = ",".join(value) if isinstance(value, list) else str(value)
+            env[f"{ENV_PREFIX}{name.upper()}"] = text
+        return env
 
     @property
     def exactly_once(self) -> bool:
@@ -175,5 +208,7 @@ def settings_table() -> str:
         default: object = "hostname-pid" if info.default_factory else info.default
         if isinstance(default, StrEnum):
             default = default.value
+        elif isinstance(default, tuple):
+            default = ",".join(default)
         rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {info.description} |")
     return "\n".join(rows)

@@ -16,11 +16,12 @@ import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.app import create_app
+from service import queries
 from service.errors import ConfigError, EddyError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.metrics import Metrics
 from service.pipeline.base import Pipeline
-from service.queries import WindowPage, window_results
+from service.queries import StateValue, UnknownKeyError, WindowPage, window_results
 from service.runtime.engine import PipelineRuntime
 from service.settings import Settings, load_settings
 
@@ -124,7 +125,17 @@ class Worker:
         return all(rt.ready for rt in self.runtimes.values()) and self.is_live(), detail
 
     def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
-        return window_results(self.runtimes["sensor_averages"], sensor_id, from_ms, to_ms, limit)
+        runtime = self._runtime("sensor_averages")
+        return window_results(runtime, sensor_id, from_ms, to_ms, limit)
+
+    def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
+        return queries.state_value(self._runtime(pipeline), state, key)
+
+    def _runtime(self, pipeline: str) -> PipelineRuntime:
+        runtime = self.runtimes.get(pipeline)
+        if runtime is None:
+            raise UnknownKeyError(f"pipeline {pipeline!r} does not run on this worker")
+        return runtime
 
     def metrics_text(self) -> tuple[bytes, str]:
         return generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST

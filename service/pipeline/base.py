@@ -81,7 +81,9 @@ class Pipeline(Protocol):
         ...
 
     @property
-    def outputs(self) -> Sequence[str]: ...
+    def output_topics(self) -> Sequence[str]:
+        """Topics the pipeline writes to (created at start if missing)."""
+        ...
 
     def create_logic(
         self, partition: int, store: PartitionStore, txn: PartitionTransaction

@@ -92,7 +92,7 @@ class WindowedAggregation:
         return (self.source,)
 
     @property
-    def outputs(self) -> Sequence[str]:
+    def output_topics(self) -> Sequence[str]:
         return (self.sink,) if self.late_output is None else (self.sink, self.late_output)
 
     def create_logic(

@@ -381,7 +381,7 @@ class PipelineRuntime:
     def _topic_specs(self, partitions: int | None) -> list[TopicSpec]:
         n = partitions or self.settings.partitions
         specs = [TopicSpec(t, n, exact_partitions=False) for t in self.pipeline.sources]
-        outputs = {*self.pipeline.outputs, self.settings.dead_letter_topic}
+        outputs = {*self.pipeline.output_topics, self.settings.dead_letter_topic}
         specs += [TopicSpec(t, n, exact_partitions=False) for t in sorted(outputs)]
         if partitions is not None:
             specs.append(TopicSpec(self.changelog, partitions, COMPACTED))

@@ -25,8 +25,7 @@ def free_port() -> int:
 
 def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDDY_")}
-    for name, value in settings.model_dump(mode="json").items():
-        env[f"EDDY_{name.upper()}"] = str(value)
+    env.update(settings.to_env())
     env.update(extra)
     return env
 

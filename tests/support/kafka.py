@@ -24,6 +24,7 @@ def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
         "averages_topic": f"averages-{tag}",
         "late_topic": f"late-{tag}",
         "dead_letter_topic": f"dead-{tag}",
+        "checker_topic_prefix": f"eos-{tag}-",
         "state_dir": tmp_path / "state",
         "api_port": 0,
         "worker_id": f"worker-{tag}",

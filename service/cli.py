@@ -46,6 +46,12 @@ def _run(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _chaos(args: argparse.Namespace) -> int:
+    from service.chaos.cli import run_cli
+
+    return run_cli(args)
+
+
 def _config(args: argparse.Namespace) -> int:
     from service.settings import load_settings, settings_table
 
@@ -98,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--duration", type=float, default=None, help="stop after N seconds")
     run.add_argument("--rate", type=float, default=100.0, help="simulated readings per second")
     run.set_defaults(handler=_run)
+
+    from service.chaos.cli import add_arguments  # argparse only: --help stays fast
+
+    chaos = commands.add_parser("chaos", help="exactly-once chaos runs: faults + verification")
+    add_arguments(chaos)
+    chaos.set_defaults(handler=_chaos)
     return parser
 
 

@@ -98,7 +98,7 @@ def window_results(
     lower, upper = window_key_range(key, from_ms, to_ms)
     prefix = key_prefix(key)
     rows = list(islice(store.scan(RESULTS, lower, upper), limit + 1))
-    if not rows and not _known(runtime, partition, prefix):
+    if not rows and not _known(store, prefix):
         raise UnknownKeyError(f"no data for {key!r}")
     more = len(rows) > limit
     rows = rows[:limit]
@@ -112,8 +112,7 @@ def window_results(
     )
 
 
-def _known(runtime: PipelineRuntime, partition: int, prefix: bytes) -> bool:
-    store = runtime.stores[partition]
+def _known(store: PartitionStore, prefix: bytes) -> bool:
     upper = prefix + b"\xff" * 16
     return any(True for _ in store.scan(RESULTS, prefix, upper)) or any(
         True for _ in store.scan(WINDOWS, prefix, upper)

@@ -20,19 +20,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from service.errors import TopicMismatchError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.metrics import Metrics
 from service.pipeline.base import Pipeline
+from service.runtime.assignor import EddyAssignor
 from service.runtime.output import TaskOutput
 from service.runtime.restore import restore_partition
+from service.runtime.standby import StandbyReplicas
+from service.runtime.stores import LocalStores
 from service.runtime.task import Task
 from service.settings import Settings
 from service.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
-from tables.store import PartitionStore
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,9 @@ class PipelineRuntime:
         self.state_dir = Path(settings.state_dir) / settings.app_id / pipeline.name
         self.partition_count = 0
         self.tasks: dict[int, Task] = {}
-        self.stores: dict[int, PartitionStore] = {}
+        self.stores = LocalStores(self.state_dir)
+        self.standby = StandbyReplicas(settings, self.name, self.changelog, self.stores, metrics)
+        self._assignor = EddyAssignor(settings.num_standby_replicas, self._local_state)
         self.restoring: set[int] = set()
         self.assigned_once = False
         self.failed: BaseException | None = None
@@ -92,12 +95,14 @@ class PipelineRuntime:
             enable_auto_commit=False,
             isolation_level="read_committed",
             auto_offset_reset="earliest",
-            partition_assignment_strategy=(RangePartitionAssignor,),
+            partition_assignment_strategy=(self._assignor,),
             session_timeout_ms=self.settings.session_timeout_ms,
             heartbeat_interval_ms=max(100, self.settings.session_timeout_ms // 4),
             max_poll_interval_ms=300_000,
             rebalance_timeout_ms=60_000,
         )
+        self.stores.discover()
+        await self.standby.start()
         await self._consumer.start()
         self._consumer.subscribe(list(self.pipeline.sources), listener=_Listener(self))
 
@@ -124,6 +129,7 @@ class PipelineRuntime:
                         self.metrics.records_in.labels(self.name).inc(
                             await task.process(tp, records)
                         )
+                await self.standby.poll()
                 if time.monotonic() - self._last_commit >= interval_s:
                     await self._commit_all()
                 if self._retry_at:
@@ -139,8 +145,8 @@ class PipelineRuntime:
                 await self._consumer.stop()
             if self._shared_producer is not None:
                 await self._shared_producer.stop()
-            for partition in list(self.stores):
-                self.stores.pop(partition).close()
+            await self.standby.stop()
+            self.stores.close_all()
 
     @property
     def ready(self) -> bool:
@@ -234,8 +240,10 @@ class PipelineRuntime:
         async with self._lock:
             self._generation += 1
             partitions = sorted({tp.partition for tp in assigned})
-            for partition in set(self.stores) - set(partitions):
-                self.stores.pop(partition).close()
+            standby = self._assignor.standby - set(partitions)
+            # Stop tailing what becomes active here before restoring it.
+            await self.standby.update(standby)
+            self.stores.keep_only(set(partitions) | standby)
             self.restoring = set(partitions)
             self.metrics.assigned_partitions.labels(self.name).set(len(partitions))
             self.metrics.restoring_partitions.labels(self.name).set(len(partitions))
@@ -256,13 +264,10 @@ class PipelineRuntime:
             producer = self._producer(f"{self.settings.app_id}-{self.name}-{partition}")
             await producer.start()  # InitProducerId: fences zombies, aborts their txn
         try:
-            store, applied = await restore_partition(
-                self.settings,
-                self.state_dir / str(partition),
-                self.stores.get(partition),
-                TopicPartition(self.changelog, partition),
+            applied = await restore_partition(
+                self.settings, self.stores, partition, TopicPartition(self.changelog, partition)
             )
-            self.stores[partition] = store
+            store = self.stores.open(partition)
             self.metrics.restored_records.labels(self.name).inc(applied)
             offsets = await self._committed(partition)
         except BaseException:
@@ -395,6 +400,10 @@ class PipelineRuntime:
                 continue
             self.metrics.watermark_ms.labels(self.name, str(partition)).set(watermark)
             self.metrics.watermark_lag_ms.labels(self.name, str(partition)).set(now_ms - watermark)
+
+    def _local_state(self) -> tuple[frozenset[int], dict[int, int]]:
+        """What this worker tells the group leader when it joins (see the assignor)."""
+        return frozenset(self.tasks), self.stores.offsets()
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:

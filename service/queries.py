@@ -14,11 +14,12 @@ from typing import Any
 from aiokafka.partitioner import murmur2
 
 from service.pipeline.keyed import state_table
-from service.pipeline.windowed import RESULTS, WINDOWS
+from service.pipeline.windowed import RESULTS
 from service.runtime.engine import PipelineRuntime
 from service.runtime.task import Task
 from tables.codecs import key_prefix, window_key_range
 from tables.store import PartitionStore
+from tables.windows import window_table
 
 
 class QueryError(Exception):
@@ -115,5 +116,5 @@ def window_results(
 def _known(store: PartitionStore, prefix: bytes) -> bool:
     upper = prefix + b"\xff" * 16
     return any(True for _ in store.scan(RESULTS, prefix, upper)) or any(
-        True for _ in store.scan(WINDOWS, prefix, upper)
+        True for _ in store.scan(window_table("windows"), prefix, upper)
     )

@@ -59,6 +59,10 @@ class PartitionLogic(Protocol):
 
     def process(self, record: InputRecord, out: Output) -> None: ...
 
+    def on_tick(self, now_ms: int, out: Output) -> None:
+        """Processing time reached ``now_ms`` (called between batches, records or not)."""
+        ...
+
     def prepare_commit(self) -> None:
         """Write in-memory progress (watermarks) into the transaction before it commits."""
         ...

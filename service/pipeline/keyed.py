@@ -134,6 +134,9 @@ class KeyedLogic:
         self._ctx.bind(key, record, out)
         self._d.function.process(value, self._ctx)
 
+    def on_tick(self, now_ms: int, out: Output) -> None:
+        """No processing-time behaviour yet."""
+
     def prepare_commit(self) -> None:
         """Value state lives in the transaction already; nothing is held in memory."""
 

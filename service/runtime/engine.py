@@ -129,6 +129,9 @@ class PipelineRuntime:
                         self.metrics.records_in.labels(self.name).inc(
                             await task.process(tp, records)
                         )
+                now_ms = self.clock.now_ms()
+                for task in self.tasks.values():
+                    await task.tick(now_ms)
                 await self.standby.poll()
                 if time.monotonic() - self._last_commit >= interval_s:
                     await self._commit_all()

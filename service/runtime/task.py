@@ -75,6 +75,14 @@ class Task:
         await self._send(self.output.take())
         return processed
 
+    async def tick(self, now_ms: int) -> None:
+        """Let the logic act on processing time; send what it emits, if anything."""
+        self.logic.on_tick(now_ms, self.output)
+        pending = self.output.take()
+        if pending:
+            await self._ensure_transaction()
+            await self._send(pending)
+
     async def prepare_commit(self) -> None:
         """Steps 1-3 up to the transaction commit: send state, await every send."""
         self.logic.prepare_commit()

@@ -4,13 +4,14 @@ explicit watermarks, move processing time by hand, collect main and side outputs
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.eventtime.keyed import KeyedWindows
-from service.eventtime.memory import MemoryTimerStore, MemoryWindowState
+from service.eventtime.keyed import MAX_WATERMARK, KeyedWindows
+from service.eventtime.memory import MemoryStateBackend, MemoryTimerStore, MemoryWindowState
 from service.eventtime.operator import WindowResult, WindowSpec
+from service.eventtime.process import Emitted, ProcessOperator
 from service.eventtime.watermarks import WatermarkStrategy
 
 MAIN = "main"
@@ -102,3 +103,68 @@ class WindowHarness:
             self.outputs.append(
                 Emission(MAIN, r.key, r.window.start_ms, r.window.end_ms, r.value, r.timing)
             )
+
+
+class ProcessHarness:
+    """The harness for (co-)process functions and joins: named inputs, explicit
+    watermarks and processing time, broadcast records, collected outputs."""
+
+    def __init__(
+        self,
+        function: Any,
+        *,
+        key: Callable[[Any], str] | Sequence[Callable[[Any], str]],
+        timestamp_ms: Callable[[Any], int] | Sequence[Callable[[Any], int]] | None = None,
+        watermark: WatermarkStrategy | None = None,
+        inputs: Sequence[str] = ("input",),
+        processing_time_ms: int = 0,
+    ) -> None:
+        self.inputs = tuple(inputs)
+        self._keys = _per_input(key, len(self.inputs))
+        self._timestamps = (
+            None if timestamp_ms is None else _per_input(timestamp_ms, len(self.inputs))
+        )
+        self.backend = MemoryStateBackend()
+        self.event_timers = MemoryTimerStore()
+        self.processing_timers = MemoryTimerStore()
+        self.operator = ProcessOperator(
+            function,
+            backend=self.backend,
+            event_timers=self.event_timers,
+            processing_timers=self.processing_timers,
+            watermark=watermark,
+            inputs=self.inputs,
+        )
+        self.outputs: list[Emitted] = []
+        self.processing_time_ms = processing_time_ms
+        self.outputs += self.operator.on_tick(processing_time_ms)
+
+    def record(self, value: Any, input: str | None = None) -> None:
+        index = 0 if input is None else self.inputs.index(input)
+        timestamp = None if self._timestamps is None else self._timestamps[index](value)
+        self.outputs += self.operator.process(self._keys[index](value), timestamp, value, index)
+
+    def broadcast(self, value: Any) -> None:
+        self.outputs += self.operator.process_broadcast(value)
+
+    def watermark(self, watermark_ms: int) -> None:
+        self.outputs += self.operator.advance_watermark(watermark_ms)
+
+    def processing_time(self, now_ms: int) -> None:
+        self.processing_time_ms = max(self.processing_time_ms, now_ms)
+        self.outputs += self.operator.on_tick(self.processing_time_ms)
+
+    def end_of_input(self) -> None:
+        self.outputs += self.operator.advance_watermark(MAX_WATERMARK)
+
+    def output(self, name: str = MAIN) -> list[Any]:
+        return [e.value for e in self.outputs if e.output == name]
+
+
+def _per_input(fn: Any, count: int) -> list[Callable[[Any], Any]]:
+    if callable(fn):
+        return [fn] * count
+    fns = list(fn)
+    if len(fns) != count:
+        raise ValueError(f"expected {count} functions, one per input, got {len(fns)}")
+    return fns

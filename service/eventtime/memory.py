@@ -58,3 +58,20 @@ class MemoryTimerStore:
 
     def load_timers(self) -> Iterable[Timer]:
         return set(self.timers)
+
+
+class MemoryStateBackend:
+    """:class:`service.eventtime.state.StateBackend` in a dict (deep copies, as a
+    serialising store would hand out)."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], Any] = {}
+
+    def get_state(self, name: str, key: str) -> Any | None:
+        return copy.deepcopy(self.values.get((name, key)))
+
+    def put_state(self, name: str, key: str, value: Any) -> None:
+        self.values[(name, key)] = copy.deepcopy(value)
+
+    def delete_state(self, name: str, key: str) -> None:
+        self.values.pop((name, key), None)

@@ -106,7 +106,7 @@ def test_interval_join_equals_the_nested_loop_join_whatever_the_order_within_the
     rng = random.Random(seed)
     # Disorder the watermark allows: each element is delayed by at most `bound`.
     shuffled = sorted(events, key=lambda e: e[2] + rng.randint(0, bound))
-    h = join_harness(IntervalJoin(lower, upper, lambda l, r: (l["i"], r["i"])), bound)
+    h = join_harness(IntervalJoin(lower, upper, lambda lf, rt: (lf["i"], rt["i"])), bound)
     for side, k, t, i in shuffled:
         h.record({"k": k, "t": t, "i": i}, side)
     h.end_of_input()
@@ -133,7 +133,7 @@ def test_window_join_pairs_both_sides_per_window_and_cogroup_lists_them() -> Non
         h.end_of_input()
         return [(e.window_start_ms, e.value) for e in h.main()]
 
-    joined = run(window_join(Tumbling(10), lambda l, r: (l["n"], r["n"])))
+    joined = run(window_join(Tumbling(10), lambda lf, rt: (lf["n"], rt["n"])))
     assert joined == [(0, ("l1", "r1")), (0, ("l2", "r1"))]
     grouped = run(
         window_cogroup(Tumbling(10), lambda ls, rs: ([x["n"] for x in ls], [x["n"] for x in rs]))

@@ -13,11 +13,11 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from service.pipeline.keyed import state_table
 from service.pipeline.windowed import RESULTS
 from service.runtime.engine import PipelineRuntime
 from service.runtime.task import Task
 from tables.codecs import key_prefix, window_key_range
+from tables.keyed import state_table
 from tables.store import PartitionStore
 from tables.windows import window_table
 

@@ -72,6 +72,11 @@ class Context:
     def key(self) -> str:
         return self._op.key
 
+    @property
+    def source(self) -> tuple[str, int, int] | None:
+        """(topic, partition, offset) of the element being handled, if known."""
+        return self._op.source
+
     def output(self, value: Any, output: str = MAIN, key: str | None = None) -> None:
         """Emit ``value`` to a named output (``"main"`` unless said otherwise)."""
         self._op.emitted.append(
@@ -121,6 +126,9 @@ class ProcessOperator:
         self.watermark_ms = MIN_WATERMARK
         self.processing_time_ms = 0
         self.key = ""
+        # Where the element being handled came from (topic, partition, offset), when
+        # the runtime knows; the harness leaves it None.
+        self.source: tuple[str, int, int] | None = None
         self.emitted: list[Emitted] = []
         self.states = KeyedStates(backend, self.processing_timers, lambda: self.processing_time_ms)
         self._ctx = Context(self)

@@ -75,6 +75,14 @@ class PartitionLogic(Protocol):
     def watermark_ms(self) -> int: ...
 
 
+class BroadcastLogic(PartitionLogic, Protocol):
+    """A logic that also reads a broadcast input, keeping its own position in it."""
+
+    broadcast_offsets: dict[int, int]
+
+    def process_broadcast(self, record: InputRecord, out: Output) -> None: ...
+
+
 class Pipeline(Protocol):
     @property
     def name(self) -> str: ...

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
@@ -25,8 +26,9 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from service.errors import TopicMismatchError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.metrics import Metrics
-from service.pipeline.base import Pipeline
+from service.pipeline.base import BroadcastLogic, Pipeline
 from service.runtime.assignor import EddyAssignor
+from service.runtime.broadcast import BroadcastInput
 from service.runtime.output import TaskOutput
 from service.runtime.restore import restore_partition
 from service.runtime.standby import StandbyReplicas
@@ -72,6 +74,7 @@ class PipelineRuntime:
         self._last_commit = time.monotonic()
         self._consumer: AIOKafkaConsumer | None = None
         self._shared_producer: AIOKafkaProducer | None = None
+        self._broadcast: BroadcastInput | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -101,6 +104,10 @@ class PipelineRuntime:
             max_poll_interval_ms=300_000,
             rebalance_timeout_ms=60_000,
         )
+        broadcast_topic = getattr(self.pipeline, "broadcast_topic", None)
+        if broadcast_topic is not None:
+            self._broadcast = BroadcastInput(self.settings, broadcast_topic)
+            await self._broadcast.start(counts.get(broadcast_topic, 1))
         self.stores.discover()
         await self.standby.start()
         await self._consumer.start()
@@ -123,15 +130,21 @@ class PipelineRuntime:
                     # the new positions. Drop them and fetch again from the tasks'.
                     self._reseek()
                     continue
+                # Processing time first: records handled now must see the current
+                # clock (a timer "in 10 s" is 10 s from now, not from the last tick).
+                now_ms = self.clock.now_ms()
+                for task in self.tasks.values():
+                    await task.tick(now_ms)
+                if self._broadcast is not None:
+                    for records in (await self._broadcast.poll()).values():
+                        for task in self.tasks.values():
+                            await task.process_broadcast(records)
                 for tp, records in batch.items():
                     task = self.tasks.get(tp.partition)
                     if task is not None:
                         self.metrics.records_in.labels(self.name).inc(
                             await task.process(tp, records)
                         )
-                now_ms = self.clock.now_ms()
-                for task in self.tasks.values():
-                    await task.tick(now_ms)
                 await self.standby.poll()
                 if time.monotonic() - self._last_commit >= interval_s:
                     await self._commit_all()
@@ -149,6 +162,8 @@ class PipelineRuntime:
             if self._shared_producer is not None:
                 await self._shared_producer.stop()
             await self.standby.stop()
+            if self._broadcast is not None:
+                await self._broadcast.stop()
             self.stores.close_all()
 
     @property
@@ -291,6 +306,9 @@ class PipelineRuntime:
         consumer = self._require_consumer()
         for tp, offset in offsets.items():
             consumer.seek(tp, offset)
+        if self._broadcast is not None:
+            logic = cast(BroadcastLogic, self.tasks[partition].logic)
+            await self._broadcast.rewind(logic.broadcast_offsets)
         self.restoring.discard(partition)
         self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
         log.info(
@@ -389,6 +407,9 @@ class PipelineRuntime:
     def _topic_specs(self, partitions: int | None) -> list[TopicSpec]:
         n = partitions or self.settings.partitions
         specs = [TopicSpec(t, n, exact_partitions=False) for t in self.pipeline.sources]
+        broadcast_topic = getattr(self.pipeline, "broadcast_topic", None)
+        if broadcast_topic is not None:
+            specs.append(TopicSpec(broadcast_topic, 1, exact_partitions=False))
         outputs = {*self.pipeline.output_topics, self.settings.dead_letter_topic}
         specs += [TopicSpec(t, n, exact_partitions=False) for t in sorted(outputs)]
         if partitions is not None:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import RecordMetadata
 
-from service.pipeline.base import InputRecord, PartitionLogic, Pipeline
+from service.pipeline.base import BroadcastLogic, InputRecord, PartitionLogic, Pipeline
 from service.runtime.output import Pending, TaskOutput
 from tables.store import PartitionStore
 
@@ -74,6 +74,14 @@ class Task:
             self.next_offsets[tp] = max(expected, records[-1].offset + 1)
         await self._send(self.output.take())
         return processed
+
+    async def process_broadcast(self, records: Sequence[InputRecord]) -> None:
+        """Control records for every task; the logic skips those it already applied."""
+        await self._ensure_transaction()
+        logic = cast(BroadcastLogic, self.logic)
+        for record in records:
+            logic.process_broadcast(record, self.output)
+        await self._send(self.output.take())
 
     async def tick(self, now_ms: int) -> None:
         """Let the logic act on processing time; send what it emits, if anything."""

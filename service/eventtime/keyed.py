@@ -76,6 +76,15 @@ class KeyedWindows:
                 results = results + fired
         return results, not accepted
 
+    def on_marker(
+        self, upstream: int, upstreams: int, watermark_ms: int, now_ms: int
+    ) -> list[WindowResult]:
+        """A watermark record from an upstream task (after a repartition)."""
+        tracker = self.tracker
+        if tracker is not None and tracker.on_marker(upstream, upstreams, watermark_ms, now_ms):
+            return self.operator.advance_watermark(tracker.watermark_ms)
+        return []
+
     def on_watermark(self, watermark_ms: int) -> list[WindowResult]:
         """An explicit watermark (from the input itself, or the end of input)."""
         return self.operator.advance_watermark(watermark_ms)

@@ -152,6 +152,47 @@ class PunctuatedGenerator:
         self._watermark_ms = max(self._watermark_ms, int(snapshot["watermark_ms"]))
 
 
+@dataclass(frozen=True, slots=True)
+class FromUpstream:
+    """The clock after a repartition (semantics C.4, across a shuffle): each
+    upstream task writes its watermark into every partition of the repartition
+    topic; this task's clock is the minimum over the upstream tasks, minus those
+    silent for ``idle_timeout_ms``. Data records do not move it."""
+
+    idle_timeout_ms: int | None = None
+    emit_every_ms: int | None = None
+
+    def create(self) -> MarkerGenerator:
+        return MarkerGenerator()
+
+
+class MarkerGenerator:
+    """An input whose watermark is whatever its marker records say."""
+
+    def __init__(self) -> None:
+        self._watermark_ms = MIN_WATERMARK
+
+    def on_event(self, timestamp_ms: int, value: Any = None) -> None:
+        return None
+
+    def on_marker(self, watermark_ms: int) -> None:
+        if watermark_ms > self._watermark_ms:
+            self._watermark_ms = watermark_ms
+
+    def on_quiet(self, now_ms: int, quiet_for_ms: int) -> None:
+        return None
+
+    @property
+    def watermark_ms(self) -> int:
+        return self._watermark_ms
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"watermark_ms": self._watermark_ms}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self._watermark_ms = max(self._watermark_ms, int(snapshot["watermark_ms"]))
+
+
 class WatermarkTracker:
     """One operator's clock: the minimum over its non-idle inputs, emitted per
     record or periodically, never decreasing."""
@@ -181,9 +222,39 @@ class WatermarkTracker:
                 self.watermark_ms = only.watermark_ms
                 return True
             return False
-        self._generators[input_name].on_event(timestamp_ms, value)
+        generator = self._generators.get(input_name)
+        if generator is None:
+            return False  # inputs learnt from upstream markers: data does not move them
+        generator.on_event(timestamp_ms, value)
         self._last_event_at[input_name] = now_ms
         self.idle.discard(input_name)
+        if self._strategy.emit_every_ms is None:
+            return self._emit()
+        return False
+
+    def on_marker(self, upstream: int, upstreams: int, watermark_ms: int, now_ms: int) -> bool:
+        """A watermark record from upstream task ``upstream`` of ``upstreams``.
+
+        The first marker tells how many upstream tasks there are; until each has
+        spoken (or gone idle), the clock waits for it, as Flink waits for every
+        input channel.
+        """
+        for n in range(upstreams):
+            name = f"upstream-{n}"
+            if name not in self._generators:
+                self._generators[name] = self._strategy.create()
+                self._last_event_at[name] = now_ms
+        for name in [n for n in self._generators if n not in _upstream_names(upstreams)]:
+            del self._generators[name]  # the upstream shrank, or the initial placeholder
+            self._last_event_at.pop(name, None)
+            self.idle.discard(name)
+        self._only = None
+        name = f"upstream-{upstream}"
+        generator = self._generators[name]
+        if isinstance(generator, MarkerGenerator):
+            generator.on_marker(watermark_ms)
+        self._last_event_at[name] = now_ms
+        self.idle.discard(name)
         if self._strategy.emit_every_ms is None:
             return self._emit()
         return False
@@ -215,12 +286,20 @@ class WatermarkTracker:
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        for name, state in snapshot.get("inputs", {}).items():
+        saved = snapshot.get("inputs", {})
+        if any(name.startswith("upstream-") for name in saved):
+            # Inputs learnt from upstream markers come back as they were.
+            self._generators = {name: self._strategy.create() for name in saved}
+            self._last_event_at = dict.fromkeys(saved)
+            self._only = None
+        for name, state in saved.items():
             if name in self._generators:
                 self._generators[name].restore(state)
         self.watermark_ms = max(self.watermark_ms, int(snapshot.get("emitted_ms", MIN_WATERMARK)))
 
     def _emit(self) -> bool:
+        if not self._generators:
+            return False
         active = [g.watermark_ms for n, g in self._generators.items() if n not in self.idle]
         if not active:
             return False  # every input idle: hold the clock, as Flink does
@@ -229,3 +308,7 @@ class WatermarkTracker:
             self.watermark_ms = candidate
             return True
         return False
+
+
+def _upstream_names(count: int) -> set[str]:
+    return {f"upstream-{n}" for n in range(count)}

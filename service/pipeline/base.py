@@ -31,6 +31,8 @@ class InputRecord(Protocol):
     def key(self) -> bytes | None: ...
     @property
     def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
 
 
 class Output(Protocol):
@@ -43,7 +45,12 @@ class Output(Protocol):
         value: bytes | None,
         headers: Headers = (),
         timestamp_ms: int | None = None,
+        partition: int | None = None,
     ) -> None: ...
+
+    def partitions_of(self, topic: str) -> int:
+        """How many partitions ``topic`` has (to address each one, e.g. watermarks)."""
+        ...
 
     def dead_letter(self, record: InputRecord, reason: str) -> None:
         """Send ``record``'s original bytes to the dead-letter topic with ``reason``."""

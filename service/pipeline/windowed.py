@@ -21,6 +21,7 @@ from service.eventtime.keyed import KeyedWindows
 from service.eventtime.watermarks import WatermarkStrategy
 from service.eventtime.windows import MAX_TIME_MS
 from service.pipeline.base import InputRecord, Output
+from service.pipeline.repartition import marker_of
 from service.records import DecodeError, decode_model
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
@@ -119,6 +120,10 @@ class WindowedLogic:
         self._windows.reload(self._saved)
 
     def process(self, record: InputRecord, out: Output) -> None:
+        marker = marker_of(record)
+        if marker is not None:
+            self._emit(self._windows.on_marker(*marker, self._now_ms), out)
+            return
         try:
             value = decode_model(self._d.value_type, record.value)
         except DecodeError as exc:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -26,7 +26,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from service.errors import TopicMismatchError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.metrics import Metrics
-from service.pipeline.base import BroadcastLogic, Pipeline
+from service.pipeline.base import BroadcastLogic, InputRecord, Pipeline
 from service.runtime.assignor import EddyAssignor
 from service.runtime.broadcast import BroadcastInput
 from service.runtime.output import TaskOutput
@@ -75,6 +75,7 @@ class PipelineRuntime:
         self._consumer: AIOKafkaConsumer | None = None
         self._shared_producer: AIOKafkaProducer | None = None
         self._broadcast: BroadcastInput | None = None
+        self._topic_counts: dict[str, int] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -87,7 +88,9 @@ class PipelineRuntime:
                 f"inputs of {self.name} must be co-partitioned; {mismatched} differ from "
                 f"{self.pipeline.sources[0]} ({self.partition_count} partitions)"
             )
-        await ensure_topics(self.settings, self._topic_specs(self.partition_count))
+        self._topic_counts = await ensure_topics(
+            self.settings, self._topic_specs(self.partition_count)
+        )
         if not self.settings.exactly_once:
             self._shared_producer = self._producer(transactional_id=None)
             await self._shared_producer.start()
@@ -130,26 +133,26 @@ class PipelineRuntime:
                     # the new positions. Drop them and fetch again from the tasks'.
                     self._reseek()
                     continue
-                # Processing time first: records handled now must see the current
-                # clock (a timer "in 10 s" is 10 s from now, not from the last tick).
-                now_ms = self.clock.now_ms()
-                for task in self.tasks.values():
-                    await task.tick(now_ms)
-                if self._broadcast is not None:
-                    for records in (await self._broadcast.poll()).values():
-                        for task in self.tasks.values():
-                            await task.process_broadcast(records)
-                for tp, records in batch.items():
-                    task = self.tasks.get(tp.partition)
-                    if task is not None:
-                        self.metrics.records_in.labels(self.name).inc(
-                            await task.process(tp, records)
-                        )
-                await self.standby.poll()
+                await self._handle(batch)
                 if time.monotonic() - self._last_commit >= interval_s:
                     await self._commit_all()
                 if self._retry_at:
                     await self._retry_due()
+
+    async def _handle(self, batch: Mapping[TopicPartition, Sequence[InputRecord]]) -> None:
+        # Processing time first: records handled now must see the current clock
+        # (a timer "in 10 s" is 10 s from now, not from the last tick).
+        now_ms = self.clock.now_ms()
+        for task in self.tasks.values():
+            await task.tick(now_ms)
+        if self._broadcast is not None:
+            for control in (await self._broadcast.poll()).values():
+                for task in self.tasks.values():
+                    await task.process_broadcast(control)
+        for tp, records in batch.items():
+            owner = self.tasks.get(tp.partition)
+            if owner is not None:
+                self.metrics.records_in.labels(self.name).inc(await owner.process(tp, records))
 
     async def stop(self) -> None:
         """Commit what was processed, leave the group, close state."""
@@ -292,7 +295,9 @@ class PipelineRuntime:
             if producer is not self._shared_producer:
                 await producer.stop()
             raise
-        output = TaskOutput(self.name, self.settings.dead_letter_topic, self.metrics)
+        output = TaskOutput(
+            self.name, self.settings.dead_letter_topic, self.metrics, dict(self._topic_counts)
+        )
         self.tasks[partition] = Task(
             pipeline=self.pipeline,
             partition=partition,

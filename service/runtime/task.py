@@ -94,6 +94,10 @@ class Task:
     async def prepare_commit(self) -> None:
         """Steps 1-3 up to the transaction commit: send state, await every send."""
         self.logic.prepare_commit()
+        pending = self.output.take()  # e.g. watermark markers written at commit time
+        if pending:
+            await self._ensure_transaction()
+            await self._send(pending)
         records = self.txn.changelog_records()
         await self._ensure_transaction()
         changelog: list[asyncio.Future[RecordMetadata]] = []
@@ -147,6 +151,7 @@ class Task:
                     key=item.key,
                     headers=item.headers or None,
                     timestamp_ms=item.timestamp_ms,
+                    partition=item.partition,
                 )
             )
         self.records_out += len(pending)

@@ -10,11 +10,12 @@ from the input, and no alert, whatever failed on the way.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from service.pipeline.keyed import KeyedContext, KeyedProcess
+from service.eventtime.process import Context
+from service.pipeline.keyed import Input, KeyedProcess
 from service.settings import Settings
 
 NAME = "eos_checker"
@@ -30,23 +31,24 @@ class CheckerRecord(BaseModel):
 
 
 class Checker:
-    def process(self, value: CheckerRecord, ctx: KeyedContext) -> None:
-        state = ctx.state("agg")
+    def process_element(self, value: dict[str, Any], ctx: Context) -> None:
+        state = ctx.state.value("agg")
         agg = state.get() or {"count": 0, "sum": 0, "min": None, "last_seq": -1}
-        if value.seq != agg["last_seq"] + 1:
-            ctx.emit("alerts", {"key": value.key, "seq": value.seq, "last_seq": agg["last_seq"]})
-        low = value.amount if agg["min"] is None else min(agg["min"], value.amount)
+        if value["seq"] != agg["last_seq"] + 1:
+            alert = {"key": value["key"], "seq": value["seq"], "last_seq": agg["last_seq"]}
+            ctx.output(alert, output="alerts")
+        low = value["amount"] if agg["min"] is None else min(agg["min"], value["amount"])
         agg = {
             "count": agg["count"] + 1,
-            "sum": agg["sum"] + value.amount,
+            "sum": agg["sum"] + value["amount"],
             "min": low,
-            "last_seq": value.seq,
+            "last_seq": value["seq"],
         }
         state.set(agg)
-        assert ctx.record is not None
-        source = {"partition": ctx.record.partition, "offset": ctx.record.offset}
-        ctx.emit("echo", {"id": value.id, **source})
-        ctx.emit("agg", {"key": value.key, "seq": value.seq, **agg})
+        assert ctx.source is not None
+        _, partition, offset = ctx.source
+        ctx.output({"id": value["id"], "partition": partition, "offset": offset}, output="echo")
+        ctx.output({"key": value["key"], "seq": value["seq"], **agg}, output="agg")
 
 
 def topics(settings: Settings) -> dict[str, str]:
@@ -56,12 +58,5 @@ def topics(settings: Settings) -> dict[str, str]:
 
 def build(settings: Settings) -> KeyedProcess:
     names = topics(settings)
-    return KeyedProcess(
-        name=NAME,
-        source=names.pop("input"),
-        value_type=CheckerRecord,
-        key=lambda r: r.key,
-        function=Checker(),
-        outputs=names,
-        states=("agg",),
-    )
+    source = Input(names.pop("input"), CheckerRecord, key=lambda r: r.key)
+    return KeyedProcess(name=NAME, inputs=[source], function=Checker(), outputs=names)

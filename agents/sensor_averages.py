@@ -8,7 +8,7 @@ result when the watermark passes its end; readings too late for it go to
 
 from __future__ import annotations
 
-from service.eventtime import BoundedOutOfOrderness, Stats, Tumbling
+from service.eventtime import BoundedOutOfOrderness, Stats, Tumbling, WindowSpec
 from service.pipeline.windowed import EventTime, WindowedAggregation
 from service.records import SensorReading
 from service.settings import Settings
@@ -26,9 +26,11 @@ def build(settings: Settings) -> WindowedAggregation:
             timestamp_ms=lambda r: r.timestamp_ms,
             watermark=BoundedOutOfOrderness(bound_ms=settings.watermark_bound_ms),
         ),
-        assigner=Tumbling(size_ms=settings.window_size_ms),
-        aggregate=Stats(lambda r: r.temperature),
-        allowed_lateness_ms=settings.allowed_lateness_ms,
+        window=WindowSpec(
+            Tumbling(size_ms=settings.window_size_ms),
+            aggregate=Stats(lambda r: r.temperature),
+            allowed_lateness_ms=settings.allowed_lateness_ms,
+        ),
         sink=settings.averages_topic,
         late_output=settings.late_topic,
         key_field="sensor_id",

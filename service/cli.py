@@ -40,6 +40,12 @@ def _simulate(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from service.replay import run_cli
+
+    return run_cli(args)
+
+
 def _run(args: argparse.Namespace) -> int:
     from service.launcher import run_cli
 
@@ -95,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fast", action="store_true", help="send as fast as possible (no real-time pacing)"
     )
     simulate.set_defaults(handler=_simulate)
+
+    replay = commands.add_parser(
+        "replay", help="run a window spec over a JSON Lines file (no Kafka)"
+    )
+    replay.add_argument("--spec", required=True, help="window spec (JSON, see docs/replay.md)")
+    replay.add_argument("--input", required=True, help="JSON Lines: records, watermarks...")
+    replay.add_argument("--output", default=None, help="where to write emissions (stdout)")
+    replay.set_defaults(handler=_replay)
 
     config = commands.add_parser("config", help="show the effective settings, or the table")
     config.add_argument("--markdown", action="store_true", help="the README's settings table")

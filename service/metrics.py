@@ -81,6 +81,18 @@ class Metrics:
             ["pipeline"],
             registry=r,
         )
+        self.standby_partitions = Gauge(
+            "eddy_standby_partitions",
+            "Partitions this worker keeps a warm standby copy of.",
+            ["pipeline"],
+            registry=r,
+        )
+        self.standby_records = Counter(
+            "eddy_standby_records",
+            "Changelog records applied to standby copies.",
+            ["pipeline"],
+            registry=r,
+        )
         self.restored_records = Counter(
             "eddy_restored_records",
             "Changelog records applied during restores.",

@@ -13,12 +13,13 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from service.pipeline.keyed import state_table
-from service.pipeline.windowed import RESULTS, WINDOWS
+from service.pipeline.windowed import RESULTS
 from service.runtime.engine import PipelineRuntime
 from service.runtime.task import Task
 from tables.codecs import key_prefix, window_key_range
+from tables.keyed import state_table
 from tables.store import PartitionStore
+from tables.windows import window_table
 
 
 class QueryError(Exception):
@@ -98,7 +99,7 @@ def window_results(
     lower, upper = window_key_range(key, from_ms, to_ms)
     prefix = key_prefix(key)
     rows = list(islice(store.scan(RESULTS, lower, upper), limit + 1))
-    if not rows and not _known(runtime, partition, prefix):
+    if not rows and not _known(store, prefix):
         raise UnknownKeyError(f"no data for {key!r}")
     more = len(rows) > limit
     rows = rows[:limit]
@@ -112,9 +113,8 @@ def window_results(
     )
 
 
-def _known(runtime: PipelineRuntime, partition: int, prefix: bytes) -> bool:
-    store = runtime.stores[partition]
+def _known(store: PartitionStore, prefix: bytes) -> bool:
     upper = prefix + b"\xff" * 16
     return any(True for _ in store.scan(RESULTS, prefix, upper)) or any(
-        True for _ in store.scan(WINDOWS, prefix, upper)
+        True for _ in store.scan(window_table("windows"), prefix, upper)
     )

@@ -72,6 +72,13 @@ class Settings(BaseSettings):
         min_length=1,
         description="This worker's name in logs, client ids and API responses.",
     )
+    num_standby_replicas: int = Field(
+        1,
+        ge=0,
+        le=5,
+        description="Warm copies of each partition's state kept on other workers, "
+        "so a failover restores almost nothing.",
+    )
     partitions: int = Field(
         6, ge=1, le=1024, description="Partitions of the topics Eddy creates (parallelism)."
     )

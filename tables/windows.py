@@ -10,10 +10,12 @@ from tables.codecs import (
     decode_empty,
     decode_json,
     decode_timer,
+    decode_utf8,
     decode_window_key,
     encode_empty,
     encode_json,
     encode_timer,
+    encode_utf8,
     encode_window_key,
 )
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
@@ -22,17 +24,35 @@ WindowKey = tuple[str, TimeWindow]
 
 
 def _encode_entry(entry: WindowEntry) -> bytes:
-    return encode_json([entry.accumulator, entry.fired])
+    return encode_json([entry.contents, entry.fired, entry.trigger, entry.state])
 
 
 def _decode_entry(raw: bytes) -> WindowEntry:
-    accumulator, fired = decode_json(raw)
-    return WindowEntry(accumulator, fired)
+    contents, fired, trigger, state = decode_json(raw)
+    return WindowEntry(contents, fired, trigger, state)
+
+
+def _encode_windows(windows: list[TimeWindow]) -> bytes:
+    return encode_json([[w.start_ms, w.end_ms] for w in windows])
+
+
+def _decode_windows(raw: bytes) -> list[TimeWindow]:
+    return [TimeWindow(start, end) for start, end in decode_json(raw)]
 
 
 def window_table(name: str) -> TableSpec[WindowKey, WindowEntry]:
     """Accumulators of open windows, keyed ``(key, window)``."""
     return TableSpec(name, encode_window_key, decode_window_key, _encode_entry, _decode_entry)
+
+
+def session_table(name: str) -> TableSpec[str, list[TimeWindow]]:
+    """Each key's open session windows (merging assigners only)."""
+    return TableSpec(name, encode_utf8, decode_utf8, _encode_windows, _decode_windows)
+
+
+def key_state_table(name: str) -> TableSpec[str, dict[str, Any]]:
+    """Per-key state of process-window functions, across windows."""
+    return TableSpec(name, encode_utf8, decode_utf8, encode_json, decode_json)
 
 
 def timer_table(name: str) -> TableSpec[Timer, bool]:
@@ -46,23 +66,43 @@ def results_table(name: str) -> TableSpec[WindowKey, dict[str, Any]]:
 
 
 class StoredWindowState:
-    """:class:`service.eventtime.WindowState` over a partition transaction."""
+    """:class:`service.eventtime.WindowState` over a partition transaction.
 
-    def __init__(self, txn: PartitionTransaction, table: TableSpec[WindowKey, WindowEntry]):
+    Entries are handed out as the transaction's live objects: the operator always
+    puts an entry back after changing it, and sharing saves a copy per element.
+    """
+
+    def __init__(self, txn: PartitionTransaction, prefix: str = "") -> None:
         self._txn = txn
-        self._table = table
+        self._windows = window_table(f"{prefix}windows")
+        self._sessions = session_table(f"{prefix}sessions")
+        self._key_state = key_state_table(f"{prefix}keystate")
 
     def get_window(self, key: str, window: TimeWindow) -> WindowEntry | None:
-        entry = self._txn.get(self._table, (key, window))
-        # Values in the transaction are live objects; the operator mutates the copy
-        # it gets and puts it back, so give it its own.
-        return None if entry is None else WindowEntry(entry.accumulator, entry.fired)
+        return self._txn.get(self._windows, (key, window))
 
     def put_window(self, key: str, window: TimeWindow, entry: WindowEntry) -> None:
-        self._txn.put(self._table, (key, window), entry)
+        self._txn.put(self._windows, (key, window), entry)
 
     def delete_window(self, key: str, window: TimeWindow) -> None:
-        self._txn.delete(self._table, (key, window))
+        self._txn.delete(self._windows, (key, window))
+
+    def get_sessions(self, key: str) -> list[TimeWindow]:
+        windows = self._txn.get(self._sessions, key)
+        return [] if windows is None else list(windows)
+
+    def put_sessions(self, key: str, windows: list[TimeWindow]) -> None:
+        if windows:
+            self._txn.put(self._sessions, key, list(windows))
+        else:
+            self._txn.delete(self._sessions, key)
+
+    def get_key_state(self, key: str) -> dict[str, Any]:
+        state = self._txn.get(self._key_state, key)
+        return {} if state is None else dict(state)
+
+    def put_key_state(self, key: str, state: dict[str, Any]) -> None:
+        self._txn.put(self._key_state, key, dict(state))
 
 
 class StoredTimers:

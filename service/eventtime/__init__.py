@@ -1,12 +1,27 @@
-"""The event-time core: watermarks, windows, aggregates, timers.
+"""The event-time core: watermarks, windows, triggers, evictors, timers.
 
 Pure Python by design: nothing here imports Faust, Kafka or RocksDB, and the wall
 clock is injected (:class:`Clock`), so every rule is unit-tested with fake clocks
-and in-memory state, and the same definitions run in workers and in replays.
+and in-memory state, and the same definitions run in workers, in the replay CLI
+and in the operator harness.
 """
 
-from service.eventtime.aggregates import AggregateFunction, Stats
 from service.eventtime.clock import Clock, FakeClock, SystemClock
+from service.eventtime.functions import (
+    AggregateFunction,
+    Avg,
+    Count,
+    CountEvictor,
+    Evictor,
+    Max,
+    Min,
+    ProcessWindowFunction,
+    Reduce,
+    Stats,
+    Sum,
+    TimeEvictor,
+    WindowContext,
+)
 from service.eventtime.operator import (
     WindowEntry,
     WindowOperator,
@@ -15,30 +30,77 @@ from service.eventtime.operator import (
     WindowState,
 )
 from service.eventtime.timers import Timer, TimerQueue, TimerStore
+from service.eventtime.triggers import (
+    ContinuousEventTimeTrigger,
+    CountTrigger,
+    EventTimeTrigger,
+    NeverTrigger,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+    Trigger,
+    TriggerResult,
+)
 from service.eventtime.watermarks import (
     MIN_WATERMARK,
+    Ascending,
     BoundedOutOfOrderness,
+    Punctuated,
     WatermarkGenerator,
     WatermarkStrategy,
+    WatermarkTracker,
 )
-from service.eventtime.windows import TimeWindow, Tumbling, WindowAssigner
+from service.eventtime.windows import (
+    GLOBAL_WINDOW,
+    Global,
+    Session,
+    Sliding,
+    TimeWindow,
+    Tumbling,
+    WindowAssigner,
+)
 
 __all__ = [
+    "GLOBAL_WINDOW",
     "MIN_WATERMARK",
     "AggregateFunction",
+    "Ascending",
+    "Avg",
     "BoundedOutOfOrderness",
     "Clock",
+    "ContinuousEventTimeTrigger",
+    "Count",
+    "CountEvictor",
+    "CountTrigger",
+    "EventTimeTrigger",
+    "Evictor",
     "FakeClock",
+    "Global",
+    "Max",
+    "Min",
+    "NeverTrigger",
+    "ProcessWindowFunction",
+    "ProcessingTimeTrigger",
+    "Punctuated",
+    "PurgingTrigger",
+    "Reduce",
+    "Session",
+    "Sliding",
     "Stats",
+    "Sum",
     "SystemClock",
+    "TimeEvictor",
     "TimeWindow",
     "Timer",
     "TimerQueue",
     "TimerStore",
+    "Trigger",
+    "TriggerResult",
     "Tumbling",
     "WatermarkGenerator",
     "WatermarkStrategy",
+    "WatermarkTracker",
     "WindowAssigner",
+    "WindowContext",
     "WindowEntry",
     "WindowOperator",
     "WindowResult",

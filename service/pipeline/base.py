@@ -31,6 +31,8 @@ class InputRecord(Protocol):
     def key(self) -> bytes | None: ...
     @property
     def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
 
 
 class Output(Protocol):
@@ -43,7 +45,12 @@ class Output(Protocol):
         value: bytes | None,
         headers: Headers = (),
         timestamp_ms: int | None = None,
+        partition: int | None = None,
     ) -> None: ...
+
+    def partitions_of(self, topic: str) -> int:
+        """How many partitions ``topic`` has (to address each one, e.g. watermarks)."""
+        ...
 
     def dead_letter(self, record: InputRecord, reason: str) -> None:
         """Send ``record``'s original bytes to the dead-letter topic with ``reason``."""
@@ -59,6 +66,10 @@ class PartitionLogic(Protocol):
 
     def process(self, record: InputRecord, out: Output) -> None: ...
 
+    def on_tick(self, now_ms: int, out: Output) -> None:
+        """Processing time reached ``now_ms`` (called between batches, records or not)."""
+        ...
+
     def prepare_commit(self) -> None:
         """Write in-memory progress (watermarks) into the transaction before it commits."""
         ...
@@ -69,6 +80,14 @@ class PartitionLogic(Protocol):
 
     @property
     def watermark_ms(self) -> int: ...
+
+
+class BroadcastLogic(PartitionLogic, Protocol):
+    """A logic that also reads a broadcast input, keeping its own position in it."""
+
+    broadcast_offsets: dict[int, int]
+
+    def process_broadcast(self, record: InputRecord, out: Output) -> None: ...
 
 
 class Pipeline(Protocol):

@@ -1,141 +1,178 @@
-"""Keyed process functions: per-record logic with named state scoped to the key.
+"""Process-function pipelines: a (co-)process function over one or two keyed,
+co-partitioned inputs, optionally with a broadcast (control) input.
 
-The shape of Flink's ``KeyedProcessFunction``: the runtime decodes a record,
-extracts its key, and calls ``process(value, ctx)``; ``ctx`` gives the key, the
-record's event time and source position, named value state for the current key,
-and ``emit`` to named outputs. State and emissions commit together with the
-input offset, so a function sees each record's effects exactly once.
+The runtime decodes each record with its input's model, extracts key and event
+time, and calls the function through :class:`service.eventtime.process.
+ProcessOperator`; keyed state, timers and the watermark live in the partition's
+RocksDB store, and everything a function emits commits with the input offsets.
+Functions receive records as plain dicts (the validated model, dumped to JSON
+types), exactly as the replay CLI gives them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
-from service.eventtime import MIN_WATERMARK
+from service.eventtime.process import Emitted, ProcessOperator
+from service.eventtime.watermarks import WatermarkStrategy
 from service.pipeline.base import InputRecord, Output
 from service.records import DecodeError, decode_model
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+from tables.keyed import StoredStateBackend, state_table
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
+from tables.windows import StoredTimers, timer_table
 
-V = TypeVar("V", contravariant=True)
+EVENT_TIMERS = timer_table("ptimers")
+PROCESSING_TIMERS = timer_table("ptimers.processing")
+META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
 
-
-def state_table(name: str) -> TableSpec[str, Any]:
-    """The table behind value state ``name``: key -> JSON value."""
-    return TableSpec(f"state.{name}", encode_utf8, decode_utf8, encode_json, decode_json)
-
-
-class ValueState:
-    """One named value per key; reads see this checkpoint's uncommitted writes."""
-
-    def __init__(self, txn: PartitionTransaction, table: TableSpec[str, Any]) -> None:
-        self._txn = txn
-        self._table = table
-        self.key = ""
-
-    def get(self) -> Any:
-        return self._txn.get(self._table, self.key)
-
-    def set(self, value: Any) -> None:
-        self._txn.put(self._table, self.key, value)
-
-    def clear(self) -> None:
-        self._txn.delete(self._table, self.key)
+__all__ = ["Input", "KeyedProcess", "state_table"]
 
 
-class KeyedContext:
-    """What a function sees while it handles one record."""
+@dataclass(frozen=True)
+class Input:
+    """One input topic: how to decode, key and timestamp its records."""
 
-    def __init__(self, states: Mapping[str, ValueState], outputs: Mapping[str, str]) -> None:
-        self._states = states
-        self._topics = outputs
-        self._out: Output | None = None
-        self.key = ""
-        self.record: InputRecord | None = None
-
-    def state(self, name: str) -> ValueState:
-        try:
-            return self._states[name]
-        except KeyError:
-            raise KeyError(f"state {name!r} is not declared by the pipeline") from None
-
-    def emit(self, output: str, value: Mapping[str, Any], key: str | None = None) -> None:
-        """Send ``value`` (as JSON) to the named output, keyed by ``key`` or the current key."""
-        assert self._out is not None
-        topic = self._topics[output]
-        self._out.send(topic, (self.key if key is None else key).encode(), orjson.dumps(value))
-
-    def bind(self, key: str, record: InputRecord, out: Output) -> None:
-        self.key = key
-        self.record = record
-        self._out = out
-        for state in self._states.values():
-            state.key = key
-
-
-class KeyedProcessFunction(Protocol, Generic[V]):
-    def process(self, value: V, ctx: KeyedContext) -> None: ...
+    topic: str
+    value_type: type[BaseModel]
+    key: Callable[[Any], str]
+    timestamp_ms: Callable[[Any], int] | None = None
 
 
 @dataclass(frozen=True)
 class KeyedProcess:
-    """A pipeline that runs a keyed process function over one input topic."""
+    """A pipeline running ``function`` over ``inputs`` (one: ``process_element``;
+    two: ``process_element1``/``process_element2``). ``outputs`` names topics:
+    ``"main"`` for ``ctx.output(value)``, others for side outputs."""
 
     name: str
-    source: str
-    value_type: type[BaseModel]
-    key: Callable[[Any], str]
-    function: KeyedProcessFunction[Any]
+    inputs: Sequence[Input]
+    function: Any
     outputs: Mapping[str, str]
-    states: Sequence[str] = ()
+    watermark: WatermarkStrategy | None = None
+    broadcast: Input | None = None
+    _by_topic: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.inputs) <= 2:
+            raise ValueError("a process pipeline has one or two inputs")
+        object.__setattr__(self, "_by_topic", {i.topic: n for n, i in enumerate(self.inputs)})
 
     @property
     def sources(self) -> Sequence[str]:
-        return (self.source,)
+        return tuple(i.topic for i in self.inputs)
 
     @property
     def output_topics(self) -> Sequence[str]:
-        return tuple(self.outputs.values())
+        return tuple(dict.fromkeys(self.outputs.values()))
+
+    @property
+    def broadcast_topic(self) -> str | None:
+        return None if self.broadcast is None else self.broadcast.topic
+
+    def input_index(self, topic: str) -> int:
+        return self._by_topic[topic]
 
     def create_logic(
         self, partition: int, store: PartitionStore, txn: PartitionTransaction
-    ) -> KeyedLogic:
-        return KeyedLogic(self, txn)
+    ) -> ProcessLogic:
+        return ProcessLogic(self, store, txn)
 
 
-class KeyedLogic:
+class ProcessLogic:
     """:class:`service.pipeline.base.PartitionLogic` of a :class:`KeyedProcess`."""
 
-    def __init__(self, definition: KeyedProcess, txn: PartitionTransaction) -> None:
+    def __init__(
+        self, definition: KeyedProcess, store: PartitionStore, txn: PartitionTransaction
+    ) -> None:
         self._d = definition
-        states = {name: ValueState(txn, state_table(name)) for name in definition.states}
-        self._ctx = KeyedContext(states, definition.outputs)
+        self._store = store
+        self._txn = txn
+        self._operator = ProcessOperator(
+            definition.function,
+            backend=StoredStateBackend(txn),
+            event_timers=StoredTimers(store, txn, EVENT_TIMERS),
+            processing_timers=StoredTimers(store, txn, PROCESSING_TIMERS),
+            watermark=definition.watermark,
+            inputs=definition.sources,
+        )
+        self._saved: dict[str, Any] | None = None
+        self.broadcast_offsets: dict[int, int] = {}
+        self.reload()
 
     @property
     def watermark_ms(self) -> int:
-        return MIN_WATERMARK  # processing is by arrival; no event-time clock
+        return self._operator.watermark_ms
+
+    def reload(self) -> None:
+        self._saved = self._store.get(META, "process")
+        saved = self._saved or {}
+        self._operator.reload(saved.get("watermark"))
+        self.broadcast_offsets = {int(p): o for p, o in saved.get("broadcast", {}).items()}
 
     def process(self, record: InputRecord, out: Output) -> None:
+        index = self._d.input_index(record.topic)
+        source = self._d.inputs[index]
+        decoded = self._decode(source, record, out)
+        if decoded is None:
+            return
+        key, timestamp_ms, value = decoded
+        self._operator.source = (record.topic, record.partition, record.offset)
+        self._emit(self._operator.process(key, timestamp_ms, value, index), out)
+
+    def process_broadcast(self, record: InputRecord, out: Output) -> None:
+        """A control record; skipped if this task's state already reflects it."""
+        if record.offset < self.broadcast_offsets.get(record.partition, 0):
+            return
+        self.broadcast_offsets[record.partition] = record.offset + 1
+        assert self._d.broadcast is not None
         try:
-            value = decode_model(self._d.value_type, record.value)
+            value = decode_model(self._d.broadcast.value_type, record.value)
         except DecodeError as exc:
             out.dead_letter(record, exc.reason)
             return
-        try:
-            key = self._d.key(value)
-        except Exception as exc:  # a user function failed on this record: keep the record
-            out.dead_letter(record, f"key extraction failed: {exc!r}")
-            return
-        self._ctx.bind(key, record, out)
-        self._d.function.process(value, self._ctx)
+        self._emit(self._operator.process_broadcast(value.model_dump(mode="json")), out)
+
+    def on_tick(self, now_ms: int, out: Output) -> None:
+        self._emit(self._operator.on_tick(now_ms), out)
 
     def prepare_commit(self) -> None:
-        """Value state lives in the transaction already; nothing is held in memory."""
+        snapshot = {
+            "watermark": self._operator.snapshot(),
+            "broadcast": {str(p): o for p, o in self.broadcast_offsets.items()},
+        }
+        if snapshot != self._saved:
+            self._txn.put(META, "process", snapshot)
+            self._saved = snapshot
 
-    def reload(self) -> None:
-        """Nothing in memory to rebuild."""
+    def _decode(
+        self, source: Input, record: InputRecord, out: Output
+    ) -> tuple[str, int | None, Any] | None:
+        try:
+            model = decode_model(source.value_type, record.value)
+        except DecodeError as exc:
+            out.dead_letter(record, exc.reason)
+            return None
+        try:
+            key = source.key(model)
+            timestamp_ms = None if source.timestamp_ms is None else source.timestamp_ms(model)
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, f"key/timestamp extraction failed: {exc!r}")
+            return None
+        if type(key) is not str or (timestamp_ms is not None and type(timestamp_ms) is not int):
+            out.dead_letter(record, "key must be a str and timestamp_ms an int")
+            return None
+        return key, timestamp_ms, model.model_dump(mode="json")
+
+    def _emit(self, emitted: list[Emitted], out: Output) -> None:
+        for item in emitted:
+            topic = self._d.outputs.get(item.output)
+            if topic is None:
+                known = ", ".join(sorted(self._d.outputs)) or "none"
+                raise KeyError(f"output {item.output!r} is not declared (declared: {known})")
+            out.send(topic, item.key.encode(), orjson.dumps(item.value), (), item.timestamp_ms)

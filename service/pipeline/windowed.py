@@ -1,47 +1,35 @@
 """Keyed event-time window aggregation as a pipeline.
 
-Decode -> key and timestamp -> window operator -> results to a topic and to a
-queryable results table. Late records go to a late topic, undecodable ones to
-the dead-letter topic. Watermarks are per input partition and advance after
-every record, so a replay after a failure judges lateness exactly as the first
-run did (periodic watermarks would depend on batch timing).
+Decode -> key and timestamp -> :class:`service.eventtime.keyed.KeyedWindows` ->
+results to a topic and to a queryable results table. Late records go to a late
+topic, undecodable ones to the dead-letter topic. The watermark is per input
+partition and, by default, advances after every record, so a replay after a
+failure judges lateness exactly as the first run did.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
-from service.eventtime import (
-    AggregateFunction,
-    Timer,
-    TimerQueue,
-    WindowAssigner,
-    WindowOperator,
-    WindowResult,
-    WindowSpec,
-)
+from service.eventtime import Timer, TimerQueue, TimeWindow, WindowResult, WindowSpec
+from service.eventtime.keyed import KeyedWindows
 from service.eventtime.watermarks import WatermarkStrategy
+from service.eventtime.windows import MAX_TIME_MS
 from service.pipeline.base import InputRecord, Output
+from service.pipeline.repartition import marker_of
 from service.records import DecodeError, decode_model
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
-from tables.windows import (
-    StoredTimers,
-    StoredWindowState,
-    WindowKey,
-    results_table,
-    timer_table,
-    window_table,
-)
+from tables.windows import StoredTimers, StoredWindowState, results_table, timer_table
 
-WINDOWS = window_table("windows")
-TIMERS = timer_table("timers")
 RESULTS = results_table("results")
+EVENT_TIMERS = timer_table("timers")
+PROCESSING_TIMERS = timer_table("timers.processing")
 RESULT_EXPIRY = timer_table("results.expiry")
 META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
 EXPIRE = "results.expire"
@@ -57,11 +45,12 @@ class EventTime:
 
 
 def default_format(result: WindowResult, key_field: str) -> dict[str, Any]:
+    value = result.value if isinstance(result.value, dict) else {"value": result.value}
     return {
         key_field: result.key,
         "window_start_ms": result.window.start_ms,
         "window_end_ms": result.window.end_ms,
-        **result.value,
+        **value,
         "timing": result.timing,
     }
 
@@ -74,18 +63,11 @@ class WindowedAggregation:
     source: str
     value_type: type[BaseModel]
     event_time: EventTime
-    assigner: WindowAssigner
-    aggregate: AggregateFunction[Any, Any, Any]
+    window: WindowSpec
     sink: str
     late_output: str | None = None
-    allowed_lateness_ms: int = 0
     key_field: str = "key"
     results_retention_ms: int = 86_400_000
-    window_spec: WindowSpec = field(init=False)
-
-    def __post_init__(self) -> None:
-        spec = WindowSpec(self.assigner, self.aggregate, self.allowed_lateness_ms)
-        object.__setattr__(self, "window_spec", spec)
 
     @property
     def sources(self) -> Sequence[str]:
@@ -113,30 +95,35 @@ class WindowedLogic:
         self._d = definition
         self._store = store
         self._txn = txn
-        self._timers = TimerQueue(StoredTimers(store, txn, TIMERS))
         self._expiry = TimerQueue(StoredTimers(store, txn, RESULT_EXPIRY))
-        self._operator = WindowOperator(
-            definition.window_spec, StoredWindowState(txn, WINDOWS), self._timers
+        self._windows = KeyedWindows(
+            definition.window,
+            watermark=definition.event_time.watermark,
+            state=StoredWindowState(txn),
+            event_timers=StoredTimers(store, txn, EVENT_TIMERS),
+            processing_timers=StoredTimers(store, txn, PROCESSING_TIMERS),
+            inputs=(definition.source,),
         )
-        self._generator = definition.event_time.watermark.create()
-        self._saved_watermark: dict[str, Any] | None = None
+        # Elements kept for a process function or an evictor are stored as JSON.
+        self._store_elements = not definition.window.incremental
+        self._saved: dict[str, Any] | None = None
+        self._now_ms = 0  # processing time, as of the runtime's last tick
         self.reload()
 
     @property
     def watermark_ms(self) -> int:
-        return self._operator.watermark_ms
+        return self._windows.watermark_ms
 
     def reload(self) -> None:
-        self._timers.reload()
         self._expiry.reload()
-        self._generator = self._d.event_time.watermark.create()
-        self._saved_watermark = self._store.get(META, "watermark")
-        if self._saved_watermark is not None:
-            self._generator.restore(self._saved_watermark)
-        # The committed watermark already fired its windows; only set the clock.
-        self._operator.watermark_ms = self._generator.watermark_ms
+        self._saved = self._store.get(META, "watermark")
+        self._windows.reload(self._saved)
 
     def process(self, record: InputRecord, out: Output) -> None:
+        marker = marker_of(record)
+        if marker is not None:
+            self._emit(self._windows.on_marker(*marker, self._now_ms), out)
+            return
         try:
             value = decode_model(self._d.value_type, record.value)
         except DecodeError as exc:
@@ -151,43 +138,40 @@ class WindowedLogic:
         if type(timestamp_ms) is not int or type(key) is not str:
             out.dead_letter(record, "key must be a str and timestamp_ms an int")
             return
-        accepted, updates = self._operator.process(key, timestamp_ms, value)
-        if not accepted:
+        element = value.model_dump(mode="json") if self._store_elements else value
+        results, late = self._windows.on_record(
+            key, timestamp_ms, element, self._now_ms, record.topic
+        )
+        if late:
             out.count("late")
             if self._d.late_output is not None:
-                headers = (("eddy.watermark_ms", str(self._operator.watermark_ms).encode()),)
+                headers = (("eddy.watermark_ms", str(self.watermark_ms).encode()),)
                 out.send(self._d.late_output, record.key, record.value, headers, timestamp_ms)
-        self._emit(updates, out)
-        self._generator.on_event(timestamp_ms)
-        watermark_ms = self._generator.watermark_ms
-        if watermark_ms > self._operator.watermark_ms:
-            self._emit(self._operator.advance(watermark_ms), out)
-            for timer in self._expiry.pop_due(watermark_ms):
-                self._txn.delete(RESULTS, _window_key(timer))
+        self._emit(results, out)
+
+    def on_tick(self, now_ms: int, out: Output) -> None:
+        """Processing time passed: periodic watermarks, idleness, processing-time timers."""
+        self._now_ms = now_ms
+        self._emit(self._windows.on_tick(now_ms), out)
 
     def prepare_commit(self) -> None:
-        snapshot = self._generator.snapshot()
-        if snapshot != self._saved_watermark:
+        snapshot = self._windows.snapshot()
+        if snapshot != self._saved:
             self._txn.put(META, "watermark", snapshot)
-            self._saved_watermark = snapshot
+            self._saved = snapshot
 
     def _emit(self, results: list[WindowResult], out: Output) -> None:
         for result in results:
             payload = self._d.format(result)
-            out.send(
-                self._d.sink,
-                result.key.encode(),
-                orjson.dumps(payload),
-                timestamp_ms=result.window.max_timestamp_ms,
-            )
+            # A result carries its window's last instant as its Kafka timestamp, as
+            # Flink's sinks do; a global window has none, so the producer sets it.
+            end = result.window.end_ms
+            timestamp_ms = None if end >= MAX_TIME_MS else result.window.max_timestamp_ms
+            out.send(self._d.sink, result.key.encode(), orjson.dumps(payload), (), timestamp_ms)
             out.count(f"window.{result.timing}")
             self._txn.put(RESULTS, (result.key, result.window), payload)
-            start, end = result.window
             expire_ms = end + self._d.results_retention_ms
-            self._expiry.register(Timer(expire_ms, EXPIRE, result.key, start, end))
-
-
-def _window_key(timer: Timer) -> WindowKey:
-    from service.eventtime import TimeWindow
-
-    return timer.key, TimeWindow(timer.window_start_ms, timer.window_end_ms)
+            self._expiry.register(Timer(expire_ms, EXPIRE, result.key, result.window.start_ms, end))
+        for timer in self._expiry.pop_due(self.watermark_ms):
+            window = TimeWindow(timer.window_start_ms, timer.window_end_ms)
+            self._txn.delete(RESULTS, (timer.key, window))

@@ -16,23 +16,26 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from service.errors import TopicMismatchError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.metrics import Metrics
-from service.pipeline.base import Pipeline
+from service.pipeline.base import BroadcastLogic, InputRecord, Pipeline
+from service.runtime.assignor import EddyAssignor
+from service.runtime.broadcast import BroadcastInput
 from service.runtime.output import TaskOutput
 from service.runtime.restore import restore_partition
+from service.runtime.standby import StandbyReplicas
+from service.runtime.stores import LocalStores
 from service.runtime.task import Task
 from service.settings import Settings
 from service.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
-from tables.store import PartitionStore
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,9 @@ class PipelineRuntime:
         self.state_dir = Path(settings.state_dir) / settings.app_id / pipeline.name
         self.partition_count = 0
         self.tasks: dict[int, Task] = {}
-        self.stores: dict[int, PartitionStore] = {}
+        self.stores = LocalStores(self.state_dir)
+        self.standby = StandbyReplicas(settings, self.name, self.changelog, self.stores, metrics)
+        self._assignor = EddyAssignor(settings.num_standby_replicas, self._local_state)
         self.restoring: set[int] = set()
         self.assigned_once = False
         self.failed: BaseException | None = None
@@ -69,6 +74,8 @@ class PipelineRuntime:
         self._last_commit = time.monotonic()
         self._consumer: AIOKafkaConsumer | None = None
         self._shared_producer: AIOKafkaProducer | None = None
+        self._broadcast: BroadcastInput | None = None
+        self._topic_counts: dict[str, int] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -81,7 +88,9 @@ class PipelineRuntime:
                 f"inputs of {self.name} must be co-partitioned; {mismatched} differ from "
                 f"{self.pipeline.sources[0]} ({self.partition_count} partitions)"
             )
-        await ensure_topics(self.settings, self._topic_specs(self.partition_count))
+        self._topic_counts = await ensure_topics(
+            self.settings, self._topic_specs(self.partition_count)
+        )
         if not self.settings.exactly_once:
             self._shared_producer = self._producer(transactional_id=None)
             await self._shared_producer.start()
@@ -92,12 +101,18 @@ class PipelineRuntime:
             enable_auto_commit=False,
             isolation_level="read_committed",
             auto_offset_reset="earliest",
-            partition_assignment_strategy=(RangePartitionAssignor,),
+            partition_assignment_strategy=(self._assignor,),
             session_timeout_ms=self.settings.session_timeout_ms,
             heartbeat_interval_ms=max(100, self.settings.session_timeout_ms // 4),
             max_poll_interval_ms=300_000,
             rebalance_timeout_ms=60_000,
         )
+        broadcast_topic = getattr(self.pipeline, "broadcast_topic", None)
+        if broadcast_topic is not None:
+            self._broadcast = BroadcastInput(self.settings, broadcast_topic)
+            await self._broadcast.start(counts.get(broadcast_topic, 1))
+        self.stores.discover()
+        await self.standby.start()
         await self._consumer.start()
         self._consumer.subscribe(list(self.pipeline.sources), listener=_Listener(self))
 
@@ -118,16 +133,26 @@ class PipelineRuntime:
                     # the new positions. Drop them and fetch again from the tasks'.
                     self._reseek()
                     continue
-                for tp, records in batch.items():
-                    task = self.tasks.get(tp.partition)
-                    if task is not None:
-                        self.metrics.records_in.labels(self.name).inc(
-                            await task.process(tp, records)
-                        )
+                await self._handle(batch)
                 if time.monotonic() - self._last_commit >= interval_s:
                     await self._commit_all()
                 if self._retry_at:
                     await self._retry_due()
+
+    async def _handle(self, batch: Mapping[TopicPartition, Sequence[InputRecord]]) -> None:
+        # Processing time first: records handled now must see the current clock
+        # (a timer "in 10 s" is 10 s from now, not from the last tick).
+        now_ms = self.clock.now_ms()
+        for task in self.tasks.values():
+            await task.tick(now_ms)
+        if self._broadcast is not None:
+            for control in (await self._broadcast.poll()).values():
+                for task in self.tasks.values():
+                    await task.process_broadcast(control)
+        for tp, records in batch.items():
+            owner = self.tasks.get(tp.partition)
+            if owner is not None:
+                self.metrics.records_in.labels(self.name).inc(await owner.process(tp, records))
 
     async def stop(self) -> None:
         """Commit what was processed, leave the group, close state."""
@@ -139,8 +164,10 @@ class PipelineRuntime:
                 await self._consumer.stop()
             if self._shared_producer is not None:
                 await self._shared_producer.stop()
-            for partition in list(self.stores):
-                self.stores.pop(partition).close()
+            await self.standby.stop()
+            if self._broadcast is not None:
+                await self._broadcast.stop()
+            self.stores.close_all()
 
     @property
     def ready(self) -> bool:
@@ -234,8 +261,10 @@ class PipelineRuntime:
         async with self._lock:
             self._generation += 1
             partitions = sorted({tp.partition for tp in assigned})
-            for partition in set(self.stores) - set(partitions):
-                self.stores.pop(partition).close()
+            standby = self._assignor.standby - set(partitions)
+            # Stop tailing what becomes active here before restoring it.
+            await self.standby.update(standby)
+            self.stores.keep_only(set(partitions) | standby)
             self.restoring = set(partitions)
             self.metrics.assigned_partitions.labels(self.name).set(len(partitions))
             self.metrics.restoring_partitions.labels(self.name).set(len(partitions))
@@ -256,20 +285,19 @@ class PipelineRuntime:
             producer = self._producer(f"{self.settings.app_id}-{self.name}-{partition}")
             await producer.start()  # InitProducerId: fences zombies, aborts their txn
         try:
-            store, applied = await restore_partition(
-                self.settings,
-                self.state_dir / str(partition),
-                self.stores.get(partition),
-                TopicPartition(self.changelog, partition),
+            applied = await restore_partition(
+                self.settings, self.stores, partition, TopicPartition(self.changelog, partition)
             )
-            self.stores[partition] = store
+            store = self.stores.open(partition)
             self.metrics.restored_records.labels(self.name).inc(applied)
             offsets = await self._committed(partition)
         except BaseException:
             if producer is not self._shared_producer:
                 await producer.stop()
             raise
-        output = TaskOutput(self.name, self.settings.dead_letter_topic, self.metrics)
+        output = TaskOutput(
+            self.name, self.settings.dead_letter_topic, self.metrics, dict(self._topic_counts)
+        )
         self.tasks[partition] = Task(
             pipeline=self.pipeline,
             partition=partition,
@@ -283,6 +311,9 @@ class PipelineRuntime:
         consumer = self._require_consumer()
         for tp, offset in offsets.items():
             consumer.seek(tp, offset)
+        if self._broadcast is not None:
+            logic = cast(BroadcastLogic, self.tasks[partition].logic)
+            await self._broadcast.rewind(logic.broadcast_offsets)
         self.restoring.discard(partition)
         self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
         log.info(
@@ -381,6 +412,9 @@ class PipelineRuntime:
     def _topic_specs(self, partitions: int | None) -> list[TopicSpec]:
         n = partitions or self.settings.partitions
         specs = [TopicSpec(t, n, exact_partitions=False) for t in self.pipeline.sources]
+        broadcast_topic = getattr(self.pipeline, "broadcast_topic", None)
+        if broadcast_topic is not None:
+            specs.append(TopicSpec(broadcast_topic, 1, exact_partitions=False))
         outputs = {*self.pipeline.output_topics, self.settings.dead_letter_topic}
         specs += [TopicSpec(t, n, exact_partitions=False) for t in sorted(outputs)]
         if partitions is not None:
@@ -395,6 +429,10 @@ class PipelineRuntime:
                 continue
             self.metrics.watermark_ms.labels(self.name, str(partition)).set(watermark)
             self.metrics.watermark_lag_ms.labels(self.name, str(partition)).set(now_ms - watermark)
+
+    def _local_state(self) -> tuple[frozenset[int], dict[int, int]]:
+        """What this worker tells the group leader when it joins (see the assignor)."""
+        return frozenset(self.tasks), self.stores.offsets()
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:

@@ -15,6 +15,7 @@ class Pending:
     value: bytes | None
     headers: list[tuple[str, bytes]]
     timestamp_ms: int | None
+    partition: int | None = None
 
 
 @dataclass
@@ -24,6 +25,7 @@ class TaskOutput:
     pipeline: str
     dead_letter_topic: str
     metrics: Metrics
+    partition_counts: dict[str, int] = field(default_factory=dict)
     pending: list[Pending] = field(default_factory=list)
 
     def send(
@@ -33,8 +35,12 @@ class TaskOutput:
         value: bytes | None,
         headers: Headers = (),
         timestamp_ms: int | None = None,
+        partition: int | None = None,
     ) -> None:
-        self.pending.append(Pending(topic, key, value, list(headers), timestamp_ms))
+        self.pending.append(Pending(topic, key, value, list(headers), timestamp_ms, partition))
+
+    def partitions_of(self, topic: str) -> int:
+        return self.partition_counts[topic]
 
     def dead_letter(self, record: InputRecord, reason: str) -> None:
         # The original bytes travel untouched in the value so a fixed record can be

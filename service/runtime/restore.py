@@ -3,63 +3,78 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from service.runtime.stores import LocalStores
 from service.settings import Settings
-from tables.store import PartitionStore
 
 log = logging.getLogger(__name__)
 APPLY_CHUNK = 10_000
 
 
-async def restore_partition(
-    settings: Settings, store_path: Path, store: PartitionStore | None, tp: TopicPartition
-) -> tuple[PartitionStore, int]:
-    """Bring ``store`` up to the end of changelog partition ``tp``.
-
-    Only the tail after the locally recorded offset is read. If the local state is
-    ahead of the changelog (the topic was recreated) or older than its start, it is
-    wiped and rebuilt from the beginning.
-
-    Returns:
-        The (possibly new) store and the number of changelog records applied.
-    """
-    consumer = AIOKafkaConsumer(
+def changelog_reader(settings: Settings, purpose: str) -> AIOKafkaConsumer:
+    """A group-less consumer for changelogs; aborted transactions stay invisible."""
+    return AIOKafkaConsumer(
         bootstrap_servers=settings.bootstrap_servers,
-        client_id=f"{settings.app_id}-restore-{settings.worker_id}",
+        client_id=f"{settings.app_id}-{purpose}-{settings.worker_id}",
         group_id=None,
         enable_auto_commit=False,
-        # Aborted transactions never reached a committed input offset: skip them.
         isolation_level="read_committed" if settings.exactly_once else "read_uncommitted",
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=4 * 1024 * 1024,
     )
+
+
+def usable(local: int, begin: int, end: int) -> bool:
+    """Whether a local copy at changelog offset ``local`` can continue from the log
+    ``[begin, end)``: not ahead of it (the topic was recreated) nor older than its start."""
+    return local < end and not (local >= 0 and local + 1 < begin)
+
+
+async def check_local(
+    consumer: AIOKafkaConsumer, stores: LocalStores, partition: int, tp: TopicPartition
+) -> tuple[int, int]:
+    """Open the partition's store, wiping it if it cannot continue from the changelog.
+
+    Returns:
+        The offset to read the changelog from, and the changelog's end offset.
+    """
+    end = (await consumer.end_offsets([tp]))[tp]
+    begin = (await consumer.beginning_offsets([tp]))[tp]
+    local = stores.open(partition).changelog_offset()
+    if not usable(local, begin, end):
+        log.warning(
+            "local state of %s (offset %d) does not match the changelog [%d, %d): rebuilding",
+            tp,
+            local,
+            begin,
+            end,
+        )
+        stores.wipe(partition)
+        local = -1
+    return max(local + 1, begin), end
+
+
+async def restore_partition(
+    settings: Settings, stores: LocalStores, partition: int, tp: TopicPartition
+) -> int:
+    """Bring the partition's store up to the end of changelog partition ``tp``.
+
+    Only the tail after the locally recorded offset is read.
+
+    Returns:
+        The number of changelog records applied.
+    """
+    consumer = changelog_reader(settings, "restore")
     await consumer.start()
     try:
         consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        begin = (await consumer.beginning_offsets([tp]))[tp]
-        if store is None:
-            store = PartitionStore(store_path)
-        local = store.changelog_offset()
-        if local >= end or (local >= 0 and local + 1 < begin):
-            log.warning(
-                "local state of %s (offset %d) does not match the changelog [%d, %d): rebuilding",
-                tp,
-                local,
-                begin,
-                end,
-            )
-            store.close()
-            PartitionStore.destroy(store_path)
-            store = PartitionStore(store_path)
-            local = -1
-        start = max(local + 1, begin)
+        start, end = await check_local(consumer, stores, partition, tp)
         if start >= end:
-            return store, 0
+            return 0
         consumer.seek(tp, start)
+        store = stores.open(partition)
         applied = 0
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=500, max_records=APPLY_CHUNK)
@@ -67,6 +82,6 @@ async def restore_partition(
             if records:
                 store.write(((r.key, r.value) for r in records), records[-1].offset)
                 applied += len(records)
-        return store, applied
+        return applied
     finally:
         await consumer.stop()

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import RecordMetadata
 
-from service.pipeline.base import InputRecord, PartitionLogic, Pipeline
+from service.pipeline.base import BroadcastLogic, InputRecord, PartitionLogic, Pipeline
 from service.runtime.output import Pending, TaskOutput
 from tables.store import PartitionStore
 
@@ -75,9 +75,29 @@ class Task:
         await self._send(self.output.take())
         return processed
 
+    async def process_broadcast(self, records: Sequence[InputRecord]) -> None:
+        """Control records for every task; the logic skips those it already applied."""
+        await self._ensure_transaction()
+        logic = cast(BroadcastLogic, self.logic)
+        for record in records:
+            logic.process_broadcast(record, self.output)
+        await self._send(self.output.take())
+
+    async def tick(self, now_ms: int) -> None:
+        """Let the logic act on processing time; send what it emits, if anything."""
+        self.logic.on_tick(now_ms, self.output)
+        pending = self.output.take()
+        if pending:
+            await self._ensure_transaction()
+            await self._send(pending)
+
     async def prepare_commit(self) -> None:
         """Steps 1-3 up to the transaction commit: send state, await every send."""
         self.logic.prepare_commit()
+        pending = self.output.take()  # e.g. watermark markers written at commit time
+        if pending:
+            await self._ensure_transaction()
+            await self._send(pending)
         records = self.txn.changelog_records()
         await self._ensure_transaction()
         changelog: list[asyncio.Future[RecordMetadata]] = []
@@ -131,6 +151,7 @@ class Task:
                     key=item.key,
                     headers=item.headers or None,
                     timestamp_ms=item.timestamp_ms,
+                    partition=item.partition,
                 )
             )
         self.records_out += len(pending)

@@ -40,7 +40,7 @@ def encoded(rows: list[tuple[str, int, float]]) -> list[tuple[bytes, bytes]]:
     ]
 
 
-def snapshot(worker: WorkerProcess) -> dict[str, list[dict[str, object]]]:
+def snapshot_of(worker: WorkerProcess) -> dict[str, list[dict[str, object]]]:
     answers = {}
     for sensor in SENSORS:
         response = worker.get(f"/sensors/{sensor}/windows", limit=1_000)
@@ -61,7 +61,7 @@ async def test_rest_answers_the_same_after_a_restart_with_the_state_wiped(
         expected = expected_windows(data, size_ms=5_000, bound_ms=1_000, partitions=6)
         await read_all(settings, settings.averages_topic, min_records=len(expected.windows))
         await _wait_committed(first, len(data))
-        before = snapshot(first)
+        before = snapshot_of(first)
     finally:
         assert first.stop() == 0
     assert sum(len(w) for w in before.values()) == len(expected.windows)
@@ -70,7 +70,7 @@ async def test_rest_answers_the_same_after_a_restart_with_the_state_wiped(
     second = WorkerProcess(settings, tmp_path / "second.log")
     try:
         second.wait_ready()
-        assert snapshot(second) == before
+        assert snapshot_of(second) == before
         metrics = second.get("/metrics").text
         restored = [
             float(line.split()[-1])

@@ -1,0 +1,170 @@
+"""A deterministic harness, like Flink's operator test harness: feed records and
+explicit watermarks, move processing time by hand, collect main and side outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from service.eventtime.keyed import MAX_WATERMARK, KeyedWindows
+from service.eventtime.memory import MemoryStateBackend, MemoryTimerStore, MemoryWindowState
+from service.eventtime.operator import WindowResult, WindowSpec
+from service.eventtime.process import Emitted, ProcessOperator
+from service.eventtime.watermarks import WatermarkStrategy
+
+MAIN = "main"
+
+
+@dataclass(frozen=True)
+class Emission:
+    output: str
+    key: str | None = None
+    window_start_ms: int | None = None
+    window_end_ms: int | None = None
+    value: Any = None
+    kind: str | None = None
+    record: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.record is not None:
+            return {"output": self.output, "key": self.key, "record": self.record}
+        return {
+            "output": self.output,
+            "key": self.key,
+            "window_start": self.window_start_ms,
+            "window_end": self.window_end_ms,
+            "value": self.value,
+            "kind": self.kind,
+        }
+
+
+class WindowHarness:
+    def __init__(
+        self,
+        spec: WindowSpec,
+        *,
+        key: Callable[[Any], str],
+        timestamp_ms: Callable[[Any], int],
+        watermark: WatermarkStrategy | None = None,
+        late_output: str | None = None,
+        processing_time_ms: int = 0,
+    ) -> None:
+        self.state = MemoryWindowState()
+        self.event_timers = MemoryTimerStore()
+        self.processing_timers = MemoryTimerStore()
+        self.key = key
+        self.timestamp_ms = timestamp_ms
+        self.windows = KeyedWindows(
+            spec,
+            watermark=watermark,
+            state=self.state,
+            event_timers=self.event_timers,
+            processing_timers=self.processing_timers,
+        )
+        self.late_output = late_output
+        self.outputs: list[Emission] = []
+        self.dropped_late = 0
+        self.processing_time_ms = processing_time_ms
+        self._collect(self.windows.on_tick(processing_time_ms))
+
+    @property
+    def watermark_ms(self) -> int:
+        return self.windows.watermark_ms
+
+    def record(self, value: Any) -> None:
+        key = self.key(value)
+        results, late = self.windows.on_record(
+            key, self.timestamp_ms(value), value, self.processing_time_ms
+        )
+        if late:
+            if self.late_output is None:
+                self.dropped_late += 1
+            else:
+                self.outputs.append(Emission(self.late_output, key=key, record=value))
+        self._collect(results)
+
+    def watermark(self, watermark_ms: int) -> None:
+        self._collect(self.windows.on_watermark(watermark_ms))
+
+    def processing_time(self, now_ms: int) -> None:
+        self.processing_time_ms = max(self.processing_time_ms, now_ms)
+        self._collect(self.windows.on_tick(self.processing_time_ms))
+
+    def end_of_input(self) -> None:
+        self._collect(self.windows.end_of_input())
+
+    def main(self) -> list[Emission]:
+        return [e for e in self.outputs if e.output == MAIN]
+
+    def _collect(self, results: list[WindowResult]) -> None:
+        for r in results:
+            self.outputs.append(
+                Emission(MAIN, r.key, r.window.start_ms, r.window.end_ms, r.value, r.timing)
+            )
+
+
+class ProcessHarness:
+    """The harness for (co-)process functions and joins: named inputs, explicit
+    watermarks and processing time, broadcast records, collected outputs."""
+
+    def __init__(
+        self,
+        function: Any,
+        *,
+        key: Callable[[Any], str] | Sequence[Callable[[Any], str]],
+        timestamp_ms: Callable[[Any], int] | Sequence[Callable[[Any], int]] | None = None,
+        watermark: WatermarkStrategy | None = None,
+        inputs: Sequence[str] = ("input",),
+        processing_time_ms: int = 0,
+    ) -> None:
+        self.inputs = tuple(inputs)
+        self._keys = _per_input(key, len(self.inputs))
+        self._timestamps = (
+            None if timestamp_ms is None else _per_input(timestamp_ms, len(self.inputs))
+        )
+        self.backend = MemoryStateBackend()
+        self.event_timers = MemoryTimerStore()
+        self.processing_timers = MemoryTimerStore()
+        self.operator = ProcessOperator(
+            function,
+            backend=self.backend,
+            event_timers=self.event_timers,
+            processing_timers=self.processing_timers,
+            watermark=watermark,
+            inputs=self.inputs,
+        )
+        self.outputs: list[Emitted] = []
+        self.processing_time_ms = processing_time_ms
+        self.outputs += self.operator.on_tick(processing_time_ms)
+
+    def record(self, value: Any, input: str | None = None) -> None:
+        index = 0 if input is None else self.inputs.index(input)
+        timestamp = None if self._timestamps is None else self._timestamps[index](value)
+        self.outputs += self.operator.process(self._keys[index](value), timestamp, value, index)
+
+    def broadcast(self, value: Any) -> None:
+        self.outputs += self.operator.process_broadcast(value)
+
+    def watermark(self, watermark_ms: int) -> None:
+        self.outputs += self.operator.advance_watermark(watermark_ms)
+
+    def processing_time(self, now_ms: int) -> None:
+        self.processing_time_ms = max(self.processing_time_ms, now_ms)
+        self.outputs += self.operator.on_tick(self.processing_time_ms)
+
+    def end_of_input(self) -> None:
+        self.outputs += self.operator.advance_watermark(MAX_WATERMARK)
+
+    def output(self, name: str = MAIN) -> list[Any]:
+        return [e.value for e in self.outputs if e.output == name]
+
+
+def _per_input(fn: Any, count: int) -> list[Callable[[Any], Any]]:
+    if callable(fn):
+        return [fn] * count
+    fns = list(fn)
+    if len(fns) != count:
+        raise ValueError(f"expected {count} functions, one per input, got {len(fns)}")
+    return fns

@@ -1,0 +1,139 @@
+"""Joins of two keyed, co-partitioned inputs (semantics F).
+
+* :class:`IntervalJoin`: inner; a left element at ``t`` joins right elements in
+  ``[t + lower_ms, t + upper_ms]``. Each side is buffered only until the
+  watermark rules out a match, then a timer removes it.
+* :func:`window_join` / :func:`window_cogroup`: elements of both sides in the same
+  window; on firing, every pair (join) or both lists once (coGroup).
+* :class:`UnboundedJoin`: both sides kept in state (optionally with a TTL); an
+  inner join emits each match whatever the arrival order, a left join also emits
+  a left element padded with ``None`` until its first match (the seeds' 002).
+
+Elements are stored as ``[timestamp_ms, value]``; values must be JSON-compatible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from service.eventtime.functions import WindowContext
+from service.eventtime.operator import WindowSpec
+from service.eventtime.process import Context
+from service.eventtime.state import Ttl
+from service.eventtime.windows import WindowAssigner
+
+LEFT, RIGHT = 0, 1
+
+
+def pair(left: Any, right: Any) -> dict[str, Any]:
+    return {"left": left, "right": right}
+
+
+@dataclass(frozen=True)
+class IntervalJoin:
+    """``left.interval_join(right).between(lower_ms, upper_ms)``, inner, event time."""
+
+    lower_ms: int
+    upper_ms: int
+    join: Callable[[Any, Any], Any] = pair
+
+    def __post_init__(self) -> None:
+        if self.lower_ms > self.upper_ms:
+            raise ValueError("lower_ms must not exceed upper_ms")
+
+    def process_element1(self, value: Any, ctx: Context) -> None:
+        self._element(value, ctx, LEFT)
+
+    def process_element2(self, value: Any, ctx: Context) -> None:
+        self._element(value, ctx, RIGHT)
+
+    def _element(self, value: Any, ctx: Context, side: int) -> None:
+        ts = ctx.timestamp_ms
+        if ts is None or ts < ctx.timer_service.current_watermark_ms:
+            return  # late: its matches may already be cleaned up (Flink drops it too)
+        mine, theirs = ("left", "right") if side == LEFT else ("right", "left")
+        for other_ts, other in ctx.state.list(theirs).get():
+            left_ts, right_ts = (ts, other_ts) if side == LEFT else (other_ts, ts)
+            if self.lower_ms <= right_ts - left_ts <= self.upper_ms:
+                left, right = (value, other) if side == LEFT else (other, value)
+                ctx.output(self.join(left, right))
+        ctx.state.list(mine).add([ts, value])
+        # Past this watermark no future element of the other side can match.
+        ctx.timer_service.register_event_time_timer(self._expiry(ts, side))
+
+    def on_timer(self, timestamp_ms: int, ctx: Context) -> None:
+        for name, side in (("left", LEFT), ("right", RIGHT)):
+            buffered = ctx.state.list(name)
+            kept = [e for e in buffered.get() if self._expiry(e[0], side) > timestamp_ms]
+            buffered.update(kept)
+
+    def _expiry(self, ts: int, side: int) -> int:
+        return ts + self.upper_ms if side == LEFT else ts - self.lower_ms
+
+
+@dataclass(frozen=True)
+class UnboundedJoin:
+    """Both sides in keyed state; ``left_outer`` pads unmatched lefts with None."""
+
+    left_outer: bool = False
+    ttl: Ttl | None = None
+    join: Callable[[Any, Any], Any] = pair
+
+    def process_element1(self, value: Any, ctx: Context) -> None:
+        rights = ctx.state.list("right", self.ttl).get()
+        for right in rights:
+            ctx.output(self.join(value, right))
+        if not rights and self.left_outer:
+            ctx.output(self.join(value, None))
+        ctx.state.list("left", self.ttl).add(value)
+
+    def process_element2(self, value: Any, ctx: Context) -> None:
+        for left in ctx.state.list("left", self.ttl).get():
+            ctx.output(self.join(left, value))
+        ctx.state.list("right", self.ttl).add(value)
+
+
+class _WindowJoin:
+    def __init__(self, join: Callable[[Any, Any], Any]) -> None:
+        self._join = join
+
+    def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
+        lefts = [e["value"] for e in elements if e["side"] == LEFT]
+        rights = [e["value"] for e in elements if e["side"] == RIGHT]
+        return [self._join(left, right) for left in lefts for right in rights]
+
+
+class _CoGroup:
+    def __init__(self, cogroup: Callable[[list[Any], list[Any]], Any]) -> None:
+        self._cogroup = cogroup
+
+    def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
+        lefts = [e["value"] for e in elements if e["side"] == LEFT]
+        rights = [e["value"] for e in elements if e["side"] == RIGHT]
+        return [self._cogroup(lefts, rights)]
+
+
+def tag(side: int, value: Any) -> dict[str, Any]:
+    """How each side's elements enter a joined window: tagged with their side."""
+    return {"side": side, "value": value}
+
+
+def window_join(
+    assigner: WindowAssigner, join: Callable[[Any, Any], Any] = pair, allowed_lateness_ms: int = 0
+) -> WindowSpec:
+    """Every pair of the two sides in each window, when the window fires."""
+    return WindowSpec(assigner, process=_WindowJoin(join), allowed_lateness_ms=allowed_lateness_ms)
+
+
+def window_cogroup(
+    assigner: WindowAssigner,
+    cogroup: Callable[[list[Any], list[Any]], Any] = lambda lefts, rights: {
+        "left": lefts,
+        "right": rights,
+    },
+    allowed_lateness_ms: int = 0,
+) -> WindowSpec:
+    """Both sides' lists once per window firing."""
+    return WindowSpec(assigner, process=_CoGroup(cogroup), allowed_lateness_ms=allowed_lateness_ms)

@@ -1,0 +1,103 @@
+"""One partition's windowed aggregation, pure: watermarks + the window operator.
+
+Workers run it over RocksDB state and Kafka; the harness and the replay CLI run
+the very same object over in-memory state. Only the state and the clock differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from service.eventtime.operator import WindowOperator, WindowResult, WindowSpec, WindowState
+from service.eventtime.timers import TimerQueue, TimerStore
+from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
+
+MAX_WATERMARK = 2**63 - 1  # end of a bounded input: every event-time timer fires
+
+
+class KeyedWindows:
+    def __init__(
+        self,
+        spec: WindowSpec,
+        *,
+        watermark: WatermarkStrategy | None,
+        state: WindowState,
+        event_timers: TimerStore,
+        processing_timers: TimerStore,
+        inputs: Sequence[str] = ("input",),
+    ) -> None:
+        self._event_timers = TimerQueue(event_timers)
+        self._processing_timers = TimerQueue(processing_timers)
+        self.operator = WindowOperator(spec, state, self._event_timers, self._processing_timers)
+        self._strategy = watermark
+        self._inputs = tuple(inputs)
+        self.tracker = None if watermark is None else WatermarkTracker(watermark, self._inputs)
+        self.reload(None)
+
+    @property
+    def watermark_ms(self) -> int:
+        return self.operator.watermark_ms
+
+    def reload(self, snapshot: dict[str, Any] | None) -> None:
+        """Rebuild timers from their store and the clock from ``snapshot``.
+
+        The restored watermark already fired its timers before it was saved, so
+        this sets the clock without firing anything.
+        """
+        self._event_timers.reload()
+        self._processing_timers.reload()
+        if self._strategy is not None:
+            self.tracker = WatermarkTracker(self._strategy, self._inputs)
+        self.operator.watermark_ms = MIN_WATERMARK
+        if snapshot is not None:
+            if self.tracker is not None:
+                self.tracker.restore(snapshot)
+            self.operator.watermark_ms = int(snapshot.get("emitted_ms", MIN_WATERMARK))
+
+    def snapshot(self) -> dict[str, Any]:
+        if self.tracker is not None:
+            return self.tracker.snapshot()
+        return {"emitted_ms": self.operator.watermark_ms}
+
+    def on_record(
+        self, key: str, timestamp_ms: int, value: Any, now_ms: int, input_name: str = "input"
+    ) -> tuple[list[WindowResult], bool]:
+        """Process one record; then let it move the watermark (Flink's order).
+
+        Returns:
+            The window results it caused, and whether it was late.
+        """
+        accepted, results = self.operator.process(key, timestamp_ms, value)
+        tracker = self.tracker
+        if tracker is not None and tracker.on_event(input_name, timestamp_ms, value, now_ms):
+            fired = self.operator.advance_watermark(tracker.watermark_ms)
+            if fired:
+                results = results + fired
+        return results, not accepted
+
+    def on_marker(
+        self, upstream: int, upstreams: int, watermark_ms: int, now_ms: int
+    ) -> list[WindowResult]:
+        """A watermark record from an upstream task (after a repartition)."""
+        tracker = self.tracker
+        if tracker is not None and tracker.on_marker(upstream, upstreams, watermark_ms, now_ms):
+            return self.operator.advance_watermark(tracker.watermark_ms)
+        return []
+
+    def on_watermark(self, watermark_ms: int) -> list[WindowResult]:
+        """An explicit watermark (from the input itself, or the end of input)."""
+        return self.operator.advance_watermark(watermark_ms)
+
+    def on_tick(self, now_ms: int) -> list[WindowResult]:
+        """Processing time reached ``now_ms``: periodic watermarks, idleness,
+        processing-time timers."""
+        results: list[WindowResult] = []
+        tracker = self.tracker
+        if tracker is not None and tracker.on_tick(now_ms):
+            results += self.operator.advance_watermark(tracker.watermark_ms)
+        results += self.operator.advance_processing_time(now_ms)
+        return results
+
+    def end_of_input(self) -> list[WindowResult]:
+        return self.operator.advance_watermark(MAX_WATERMARK)

@@ -1,0 +1,271 @@
+"""Window specs as data: what the replay CLI reads (docs/replay.md).
+
+A spec file describes one keyed windowed aggregation over JSON records: the key
+and timestamp fields, the watermark strategy, the assigner, the trigger, the
+evictor, the allowed lateness, the late output and the function. Parsing is
+strict; every mistake is reported with its path in the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from service.eventtime.functions import (
+    AggregateFunction,
+    Avg,
+    Count,
+    CountEvictor,
+    Evictor,
+    Max,
+    Min,
+    ProcessWindowFunction,
+    Stats,
+    Sum,
+    TimeEvictor,
+    WindowContext,
+)
+from service.eventtime.operator import WindowSpec
+from service.eventtime.triggers import (
+    ContinuousEventTimeTrigger,
+    CountTrigger,
+    EventTimeTrigger,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+    Trigger,
+)
+from service.eventtime.watermarks import BoundedOutOfOrderness, WatermarkStrategy
+from service.eventtime.windows import Global, Session, Sliding, Tumbling, WindowAssigner
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BoundedWatermark(_Strict):
+    type: Literal["bounded_out_of_orderness"]
+    bound_ms: Annotated[int, Field(ge=0)]
+    emit_every_ms: PositiveInt | None = None
+    idle_timeout_ms: PositiveInt | None = None
+
+
+class AscendingWatermark(_Strict):
+    type: Literal["ascending"]
+
+
+class ExplicitWatermark(_Strict):
+    """Only the input's ``{"watermark": ms}`` lines move the clock."""
+
+    type: Literal["none"]
+
+
+class TumblingSpec(_Strict):
+    type: Literal["tumbling"]
+    size_ms: PositiveInt
+    offset_ms: int = 0
+    processing_time: bool = False
+
+
+class SlidingSpec(_Strict):
+    type: Literal["sliding"]
+    size_ms: PositiveInt
+    slide_ms: PositiveInt
+    offset_ms: int = 0
+    processing_time: bool = False
+
+
+class SessionSpec(_Strict):
+    type: Literal["session"]
+    gap_ms: PositiveInt
+    processing_time: bool = False
+
+
+class CountSpec(_Strict):
+    """Count windows: the global window with a count trigger (and, when sliding, a
+    count evictor), as Flink's ``countWindow(size[, slide])``."""
+
+    type: Literal["count"]
+    size: PositiveInt
+    slide: PositiveInt | None = None
+    timeout_ms: PositiveInt | None = None
+
+
+class GlobalSpec(_Strict):
+    type: Literal["global"]
+
+
+class EventTimeTriggerSpec(_Strict):
+    type: Literal["event_time"]
+
+
+class ProcessingTimeTriggerSpec(_Strict):
+    type: Literal["processing_time"]
+
+
+class CountTriggerSpec(_Strict):
+    type: Literal["count"]
+    count: PositiveInt
+    timeout_ms: PositiveInt | None = None
+
+
+class ContinuousTriggerSpec(_Strict):
+    type: Literal["continuous_event_time"]
+    interval_ms: PositiveInt
+
+
+class PurgingTriggerSpec(_Strict):
+    type: Literal["purging"]
+    trigger: TriggerSpec
+
+
+TriggerSpec = Annotated[
+    EventTimeTriggerSpec
+    | ProcessingTimeTriggerSpec
+    | CountTriggerSpec
+    | ContinuousTriggerSpec
+    | PurgingTriggerSpec,
+    Field(discriminator="type"),
+]
+PurgingTriggerSpec.model_rebuild()
+
+
+class CountEvictorSpec(_Strict):
+    type: Literal["count"]
+    max_count: PositiveInt
+    after: bool = False
+
+
+class TimeEvictorSpec(_Strict):
+    type: Literal["time"]
+    window_ms: PositiveInt
+    after: bool = False
+
+
+EvictorSpec = Annotated[CountEvictorSpec | TimeEvictorSpec, Field(discriminator="type")]
+
+
+class FunctionSpec(_Strict):
+    type: Literal["count", "sum", "min", "max", "avg", "stats", "list"]
+    field: str | None = None
+
+
+class ReplaySpec(_Strict):
+    key: str
+    timestamp: str
+    watermark: Annotated[
+        BoundedWatermark | AscendingWatermark | ExplicitWatermark, Field(discriminator="type")
+    ]
+    assigner: Annotated[
+        TumblingSpec | SlidingSpec | SessionSpec | CountSpec | GlobalSpec,
+        Field(discriminator="type"),
+    ]
+    trigger: TriggerSpec | None = None
+    evictor: EvictorSpec | None = None
+    allowed_lateness_ms: Annotated[int, Field(ge=0)] = 0
+    late_output: str | None = None
+    function: FunctionSpec
+
+    def window_spec(self) -> WindowSpec:
+        assigner, trigger, evictor = self._assigner()
+        if self.trigger is not None:
+            trigger = build_trigger(self.trigger)
+        if self.evictor is not None:
+            evictor = _evictor(self.evictor)
+        aggregate, process = _function(self.function)
+        return WindowSpec(
+            assigner,
+            aggregate=aggregate,
+            process=process,
+            trigger=trigger,
+            evictor=evictor,
+            allowed_lateness_ms=self.allowed_lateness_ms,
+        )
+
+    def watermark_strategy(self) -> WatermarkStrategy | None:
+        w = self.watermark
+        if isinstance(w, BoundedWatermark):
+            return BoundedOutOfOrderness(w.bound_ms, w.emit_every_ms, w.idle_timeout_ms)
+        if isinstance(w, AscendingWatermark):
+            return BoundedOutOfOrderness(0)
+        return None
+
+    def _assigner(self) -> tuple[WindowAssigner, Trigger | None, Evictor | None]:
+        a = self.assigner
+        if isinstance(a, TumblingSpec):
+            return Tumbling(a.size_ms, a.offset_ms, a.processing_time), None, None
+        if isinstance(a, SlidingSpec):
+            return Sliding(a.size_ms, a.slide_ms, a.offset_ms, a.processing_time), None, None
+        if isinstance(a, SessionSpec):
+            return Session(a.gap_ms, a.processing_time), None, None
+        if isinstance(a, CountSpec):
+            return count_window(a.size, a.slide, a.timeout_ms)
+        return Global(), None, None
+
+
+def count_window(
+    size: int, slide: int | None = None, timeout_ms: int | None = None
+) -> tuple[WindowAssigner, Trigger, Evictor | None]:
+    """Flink's ``countWindow``: tumbling fires and purges every ``size`` elements;
+    sliding fires every ``slide`` elements over the last ``size``."""
+    if slide is None:
+        return Global(), PurgingTrigger(CountTrigger(size, timeout_ms)), None
+    return Global(), CountTrigger(slide, timeout_ms), CountEvictor(size)
+
+
+def build_trigger(spec: Any) -> Trigger:
+    if isinstance(spec, EventTimeTriggerSpec):
+        return EventTimeTrigger()
+    if isinstance(spec, ProcessingTimeTriggerSpec):
+        return ProcessingTimeTrigger()
+    if isinstance(spec, CountTriggerSpec):
+        return CountTrigger(spec.count, spec.timeout_ms)
+    if isinstance(spec, ContinuousTriggerSpec):
+        return ContinuousEventTimeTrigger(spec.interval_ms)
+    return PurgingTrigger(build_trigger(spec.trigger))
+
+
+def _evictor(spec: CountEvictorSpec | TimeEvictorSpec) -> Evictor:
+    if isinstance(spec, CountEvictorSpec):
+        return CountEvictor(spec.max_count, spec.after)
+    return TimeEvictor(spec.window_ms, spec.after)
+
+
+def field_getter(path: str) -> Callable[[Any], Any]:
+    """Read a (dotted) field of a JSON record."""
+    parts = path.split(".")
+
+    def get(record: Any) -> Any:
+        for part in parts:
+            record = record[part]
+        return record
+
+    return get
+
+
+class _Elements:
+    """A process-window function that emits the window's elements as a list."""
+
+    def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
+        return [list(elements)]
+
+
+def _function(
+    spec: FunctionSpec,
+) -> tuple[AggregateFunction[Any, Any, Any] | None, ProcessWindowFunction | None]:
+    if spec.type == "list":
+        return None, _Elements()
+    if spec.type == "count":
+        return Count(), None
+    if spec.field is None:
+        raise ValueError(f"function {spec.type!r} needs a field")
+    of = field_getter(spec.field)
+    builders: dict[str, Callable[[Callable[[Any], Any]], AggregateFunction[Any, Any, Any]]] = {
+        "sum": Sum,
+        "min": Min,
+        "max": Max,
+        "avg": Avg,
+        "stats": Stats,
+    }
+    return builders[spec.type](of), None

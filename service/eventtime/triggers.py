@@ -1,0 +1,336 @@
+"""Triggers decide when a window emits (semantics D.8), as Flink's do.
+
+A trigger reacts to an element, an event-time timer, a processing-time timer
+and a merge of windows, and answers CONTINUE, FIRE, PURGE or FIRE_AND_PURGE.
+Its state (a count, the next early firing) lives in a small dict per window
+that the operator keeps in RocksDB with the window, and it registers timers
+through its context; both are cleared when the window is purged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from service.eventtime.windows import TimeWindow
+
+
+class TriggerResult(Enum):
+    CONTINUE = (False, False)
+    FIRE = (True, False)
+    PURGE = (False, True)
+    FIRE_AND_PURGE = (True, True)
+
+    @property
+    def fire(self) -> bool:
+        return self.value[0]
+
+    @property
+    def purge(self) -> bool:
+        return self.value[1]
+
+
+CONTINUE = TriggerResult.CONTINUE
+FIRE = TriggerResult.FIRE
+PURGE = TriggerResult.PURGE
+FIRE_AND_PURGE = TriggerResult.FIRE_AND_PURGE
+
+
+class TriggerContext(Protocol):
+    """What a trigger may see and do for the window it is asked about."""
+
+    @property
+    def watermark_ms(self) -> int: ...
+
+    @property
+    def processing_time_ms(self) -> int: ...
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """This trigger's state for the window; mutate it in place."""
+        ...
+
+    def register_event_time_timer(self, time_ms: int) -> None: ...
+
+    def register_processing_time_timer(self, time_ms: int) -> None: ...
+
+    def delete_event_time_timer(self, time_ms: int) -> None: ...
+
+    def delete_processing_time_timer(self, time_ms: int) -> None: ...
+
+
+class Trigger(Protocol):
+    def on_element(
+        self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult: ...
+
+    def on_event_time(
+        self, time_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult: ...
+
+    def on_processing_time(
+        self, time_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult: ...
+
+    @property
+    def can_merge(self) -> bool: ...
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        """The windows merged into ``window``; ``ctx.state`` holds their merged state."""
+        ...
+
+    def merge_state(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        """Combine the trigger states of windows that merge."""
+        ...
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        """Delete the timers this trigger registered for ``window``."""
+        ...
+
+
+class _Base:
+    """Defaults: ignore what a trigger does not react to; merge by taking the first."""
+
+    def on_element(
+        self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        return CONTINUE
+
+    def on_event_time(self, time_ms: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        return CONTINUE
+
+    def on_processing_time(
+        self, time_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        return CONTINUE
+
+    @property
+    def can_merge(self) -> bool:
+        return False
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        raise TypeError(f"{type(self).__name__} cannot be used with merging windows")
+
+    def merge_state(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        return dict(states[0]) if states else {}
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class EventTimeTrigger(_Base):
+    """Fire when the watermark passes the window's end - 1 (the default for
+    event-time windows); an element arriving after that, within the allowed
+    lateness, fires the window again at once."""
+
+    def on_element(
+        self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        if window.max_timestamp_ms <= ctx.watermark_ms:
+            return FIRE
+        ctx.register_event_time_timer(window.max_timestamp_ms)
+        return CONTINUE
+
+    def on_event_time(self, time_ms: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        return FIRE if time_ms == window.max_timestamp_ms else CONTINUE
+
+    @property
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        if window.max_timestamp_ms > ctx.watermark_ms:
+            ctx.register_event_time_timer(window.max_timestamp_ms)
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        ctx.delete_event_time_timer(window.max_timestamp_ms)
+
+
+@dataclass(frozen=True)
+class ProcessingTimeTrigger(_Base):
+    """Fire when the wall clock passes the window's end - 1."""
+
+    def on_element(
+        self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        ctx.register_processing_time_timer(window.max_timestamp_ms)
+        return CONTINUE
+
+    def on_processing_time(
+        self, time_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        return FIRE
+
+    @property
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        if window.max_timestamp_ms > ctx.processing_time_ms:
+            ctx.register_processing_time_timer(window.max_timestamp_ms)
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        ctx.delete_processing_time_timer(window.max_timestamp_ms)
+
+
+@dataclass(frozen=True)
+class CountTrigger(_Base):
+    """Fire every ``count`` elements; with ``timeout_ms``, also fire that long (in
+    processing time) after a window's first element, so a key that never reaches
+    ``count`` still emits (semantics D.6)."""
+
+    count: int
+    timeout_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.count <= 0:
+            raise ValueError("count must be positive")
+
+    def on_element(
+        self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        seen = ctx.state.get("count", 0) + 1
+        if seen == 1 and self.timeout_ms is not None:
+            deadline = ctx.processing_time_ms + self.timeout_ms
+            ctx.state["deadline"] = deadline
+            ctx.register_processing_time_timer(deadline)
+        if seen >= self.count:
+            self._reset(ctx)
+            return FIRE
+        ctx.state["count"] = seen
+        return CONTINUE
+
+    def on_processing_time(
+        self, time_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        if ctx.state.get("deadline") == time_ms and ctx.state.get("count", 0) > 0:
+            self._reset(ctx)
+            return FIRE
+        return CONTINUE
+
+    @property
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        return None
+
+    def merge_state(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        merged: dict[str, Any] = {"count": sum(s.get("count", 0) for s in states)}
+        deadlines = [s["deadline"] for s in states if "deadline" in s]
+        if deadlines:
+            merged["deadline"] = min(deadlines)
+        return merged
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        self._reset(ctx)
+
+    def _reset(self, ctx: TriggerContext) -> None:
+        deadline = ctx.state.pop("deadline", None)
+        if deadline is not None:
+            ctx.delete_processing_time_timer(deadline)
+        ctx.state.pop("count", None)
+
+
+@dataclass(frozen=True)
+class ContinuousEventTimeTrigger(_Base):
+    """Early firing: FIRE every ``interval_ms`` of watermark progress while the window
+    is open, and at its end (the seeds' early results, semantics D.8)."""
+
+    interval_ms: int
+
+    def __post_init__(self) -> None:
+        if self.interval_ms <= 0:
+            raise ValueError("interval_ms must be positive")
+
+    def on_element(
+        self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        if window.max_timestamp_ms <= ctx.watermark_ms:
+            return FIRE
+        ctx.register_event_time_timer(window.max_timestamp_ms)
+        if "next" not in ctx.state:
+            start = timestamp_ms - timestamp_ms % self.interval_ms
+            ctx.state["next"] = start + self.interval_ms
+            ctx.register_event_time_timer(ctx.state["next"])
+        return CONTINUE
+
+    def on_event_time(self, time_ms: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        if time_ms == window.max_timestamp_ms:
+            return FIRE
+        if ctx.state.get("next") == time_ms:
+            ctx.state["next"] = time_ms + self.interval_ms
+            ctx.register_event_time_timer(ctx.state["next"])
+            return FIRE
+        return CONTINUE
+
+    @property
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        if window.max_timestamp_ms > ctx.watermark_ms:
+            ctx.register_event_time_timer(window.max_timestamp_ms)
+        if "next" in ctx.state:
+            ctx.register_event_time_timer(ctx.state["next"])
+
+    def merge_state(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        upcoming = [s["next"] for s in states if "next" in s]
+        return {"next": min(upcoming)} if upcoming else {}
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        ctx.delete_event_time_timer(window.max_timestamp_ms)
+        upcoming = ctx.state.pop("next", None)
+        if upcoming is not None:
+            ctx.delete_event_time_timer(upcoming)
+
+
+@dataclass(frozen=True)
+class PurgingTrigger(_Base):
+    """Wraps a trigger and turns each FIRE into FIRE_AND_PURGE (emit, then forget)."""
+
+    inner: Trigger
+
+    def on_element(
+        self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        return _purging(self.inner.on_element(timestamp_ms, window, ctx))
+
+    def on_event_time(self, time_ms: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        return _purging(self.inner.on_event_time(time_ms, window, ctx))
+
+    def on_processing_time(
+        self, time_ms: int, window: TimeWindow, ctx: TriggerContext
+    ) -> TriggerResult:
+        return _purging(self.inner.on_processing_time(time_ms, window, ctx))
+
+    @property
+    def can_merge(self) -> bool:
+        return self.inner.can_merge
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        self.inner.on_merge(window, ctx)
+
+    def merge_state(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.inner.merge_state(states)
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        self.inner.clear(window, ctx)
+
+
+@dataclass(frozen=True)
+class NeverTrigger(_Base):
+    """The global window's default: nothing fires unless another trigger is set."""
+
+    @property
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        return None
+
+
+def _purging(result: TriggerResult) -> TriggerResult:
+    return FIRE_AND_PURGE if result.fire else result

@@ -1,0 +1,143 @@
+"""Re-keying through a repartition topic, with watermarks carried across.
+
+A :class:`Repartition` pipeline reads its input, maps each record to zero or
+more ``(new key, value)`` pairs (tweets -> hashtags) and writes them, keyed by
+the new key, to a repartition topic that a downstream pipeline reads. Because a
+downstream task now receives records from every upstream task, each upstream
+task also writes its watermark into every partition of the repartition topic as
+a control record (an empty value with ``eddy.watermark`` headers), inside the
+same transaction as its data. A downstream pipeline whose watermark strategy is
+:class:`service.eventtime.watermarks.FromUpstream` takes the minimum over the
+upstream tasks (minus idle ones), as Flink does across a shuffle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
+from service.pipeline.base import InputRecord, Output
+from service.pipeline.keyed import META, Input
+from service.records import DecodeError, decode_model
+from tables.store import PartitionStore, PartitionTransaction
+
+WATERMARK = "eddy.watermark"
+UPSTREAM = "eddy.upstream"
+UPSTREAMS = "eddy.upstreams"
+
+
+def marker_of(record: InputRecord) -> tuple[int, int, int] | None:
+    """``(upstream task, upstream tasks, watermark)`` if ``record`` is a marker."""
+    headers = record.headers
+    if not headers or record.value:
+        return None
+    found = dict(headers)
+    if WATERMARK not in found:
+        return None
+    return int(found[UPSTREAM]), int(found[UPSTREAMS]), int(found[WATERMARK])
+
+
+@dataclass(frozen=True)
+class Repartition:
+    name: str
+    source: Input
+    rekey: Callable[[dict[str, Any]], Iterable[tuple[str, Any]]]
+    target: str
+    watermark: WatermarkStrategy
+    marker_every_ms: int = 200
+
+    @property
+    def sources(self) -> Sequence[str]:
+        return (self.source.topic,)
+
+    @property
+    def output_topics(self) -> Sequence[str]:
+        return (self.target,)
+
+    def create_logic(
+        self, partition: int, store: PartitionStore, txn: PartitionTransaction
+    ) -> RepartitionLogic:
+        return RepartitionLogic(self, partition, store, txn)
+
+
+class RepartitionLogic:
+    def __init__(
+        self,
+        definition: Repartition,
+        partition: int,
+        store: PartitionStore,
+        txn: PartitionTransaction,
+    ) -> None:
+        self._d = definition
+        self._partition = partition
+        self._store = store
+        self._txn = txn
+        self._tracker = WatermarkTracker(definition.watermark, definition.sources)
+        self._sent_ms = MIN_WATERMARK
+        self._sent_at = 0
+        self._active = False
+        self._now_ms = 0
+        self._saved: dict[str, Any] | None = None
+        self.reload()
+
+    @property
+    def watermark_ms(self) -> int:
+        return self._tracker.watermark_ms
+
+    def reload(self) -> None:
+        self._tracker = WatermarkTracker(self._d.watermark, self._d.sources)
+        self._saved = self._store.get(META, "repartition")
+        if self._saved is not None:
+            self._tracker.restore(self._saved)
+        self._sent_ms = MIN_WATERMARK
+
+    def process(self, record: InputRecord, out: Output) -> None:
+        try:
+            model = decode_model(self._d.source.value_type, record.value)
+        except DecodeError as exc:
+            out.dead_letter(record, exc.reason)
+            return
+        ts_of = self._d.source.timestamp_ms
+        try:
+            timestamp_ms = record.timestamp if ts_of is None else ts_of(model)
+            pairs = list(self._d.rekey(model.model_dump(mode="json")))
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, f"re-keying failed: {exc!r}")
+            return
+        for key, value in pairs:
+            out.send(self._d.target, str(key).encode(), orjson.dumps(value), (), timestamp_ms)
+        self._tracker.on_event(record.topic, timestamp_ms, None, self._now_ms)
+        self._active = True
+
+    def on_tick(self, now_ms: int, out: Output) -> None:
+        """Send this task's watermark downstream when it moved, and as a heartbeat
+        while records flow (so a busy task is never mistaken for an idle one)."""
+        self._now_ms = now_ms
+        self._tracker.on_tick(now_ms)
+        watermark_ms = self._tracker.watermark_ms
+        due = now_ms - self._sent_at >= self._d.marker_every_ms
+        if watermark_ms == MIN_WATERMARK or not due:
+            return
+        if watermark_ms > self._sent_ms or self._active:
+            self._send_markers(watermark_ms, out)
+            self._sent_ms, self._sent_at, self._active = watermark_ms, now_ms, False
+
+    def prepare_commit(self) -> None:
+        snapshot = self._tracker.snapshot()
+        if snapshot != self._saved:
+            self._txn.put(META, "repartition", snapshot)
+            self._saved = snapshot
+
+    def _send_markers(self, watermark_ms: int, out: Output) -> None:
+        upstreams = out.partitions_of(self._d.source.topic)
+        headers = (
+            (WATERMARK, str(watermark_ms).encode()),
+            (UPSTREAM, str(self._partition).encode()),
+            (UPSTREAMS, str(upstreams).encode()),
+        )
+        for partition in range(out.partitions_of(self._d.target)):
+            out.send(self._d.target, None, b"", headers, None, partition)

@@ -1,0 +1,131 @@
+"""Process-function pipelines on the real broker: two inputs, broadcast state, timers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import pytest
+from pydantic import BaseModel, Field
+
+from agents.sensor_functions import ReadingFilter, UpdatableTemperatureAlert
+from service.pipeline.keyed import Input, KeyedProcess
+from service.records import SensorReading
+from service.settings import Settings
+from service.topics import TopicSpec, ensure_topics
+from service.worker import Worker
+from tests.support.kafka import produce, read_all, unique_settings
+
+pytestmark = pytest.mark.integration
+
+
+class ThresholdUpdate(BaseModel):
+    sensor_id: Annotated[str, Field(min_length=1)]
+    threshold: float
+
+
+class Switch(BaseModel):
+    sensor_id: Annotated[str, Field(min_length=1)]
+    duration_ms: int
+
+
+def encode(model: BaseModel) -> tuple[bytes, bytes]:
+    data = model.model_dump()
+    return str(data["sensor_id"]).encode(), orjson.dumps(data)
+
+
+@pytest.fixture
+def names() -> dict[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return {n: f"{n}-{tag}" for n in ("readings", "control", "switches", "alerts")}
+
+
+async def start(settings: Settings, pipeline: KeyedProcess) -> Worker:
+    worker = Worker(settings, [pipeline])
+    await worker.start()
+    return worker
+
+
+@pytest.fixture
+async def threshold_worker(
+    tmp_path: Path, names: dict[str, str]
+) -> AsyncIterator[tuple[Settings, Worker]]:
+    settings = unique_settings(tmp_path)
+    pipeline = KeyedProcess(
+        name="thresholds",
+        inputs=[Input(names["readings"], SensorReading, key=lambda r: r.sensor_id)],
+        function=UpdatableTemperatureAlert(),
+        outputs={"main": names["alerts"]},
+        broadcast=Input(names["control"], ThresholdUpdate, key=lambda u: u.sensor_id),
+    )
+    await ensure_topics(settings, [TopicSpec(names["control"], 1), TopicSpec(names["readings"], 6)])
+    worker = await start(settings, pipeline)
+    try:
+        yield settings, worker
+    finally:
+        await worker.stop()
+
+
+async def test_thresholds_set_through_the_control_topic_reach_every_task(
+    threshold_worker: tuple[Settings, Worker], names: dict[str, str]
+) -> None:
+    settings, _ = threshold_worker
+    sensors = [f"sensor_{i}" for i in range(12)]  # spread over all six partitions
+    updates = [ThresholdUpdate(sensor_id=s, threshold=2.0) for s in sensors]
+    updates.append(ThresholdUpdate(sensor_id="sensor_0", threshold=0.0))  # 0.0 removes it
+    await produce(settings, names["control"], [encode(u) for u in updates])
+    await read_all(settings, names["control"], min_records=len(updates), quiet_s=1.0)
+    rows = []
+    for s in sensors:
+        for t, temp in ((1, 70.0), (2, 71.0), (3, 75.0)):  # +1 (quiet), then +4 (alert)
+            rows.append(SensorReading(sensor_id=s, timestamp_ms=t, temperature=temp))
+    # The control topic is read first on start and between batches; give it a moment.
+    import asyncio
+
+    await asyncio.sleep(2)
+    await produce(settings, names["readings"], [encode(r) for r in rows])
+    alerts = [
+        orjson.loads(r.value) for r in await read_all(settings, names["alerts"], min_records=11)
+    ]
+    assert sorted(a["sensor_id"] for a in alerts) == sorted(sensors[1:])
+    assert all(a["diff"] == 4.0 for a in alerts)
+
+
+async def test_a_co_process_function_joins_two_co_partitioned_inputs(
+    tmp_path: Path, names: dict[str, str]
+) -> None:
+    settings = unique_settings(tmp_path)
+    pipeline = KeyedProcess(
+        name="filter",
+        inputs=[
+            Input(names["readings"], SensorReading, key=lambda r: r.sensor_id),
+            Input(names["switches"], Switch, key=lambda s: s.sensor_id),
+        ],
+        function=ReadingFilter(),
+        outputs={"main": names["alerts"]},
+    )
+    worker = await start(settings, pipeline)
+    try:
+        await produce(
+            settings, names["switches"], [encode(Switch(sensor_id="sensor_2", duration_ms=60_000))]
+        )
+        import asyncio
+
+        await asyncio.sleep(1.5)  # the switch is applied before the readings arrive
+        readings = [
+            SensorReading(sensor_id=s, timestamp_ms=i, temperature=float(i))
+            for i, s in enumerate(["sensor_2", "sensor_7", "sensor_2"])
+        ]
+        await produce(settings, names["readings"], [encode(r) for r in readings])
+        out = [
+            orjson.loads(r.value) for r in await read_all(settings, names["alerts"], min_records=2)
+        ]
+        assert [(o["sensor_id"], o["temperature"]) for o in out] == [
+            ("sensor_2", 0.0),
+            ("sensor_2", 2.0),
+        ]
+    finally:
+        await worker.stop()

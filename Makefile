@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt pyproject.toml | md5sum | cut -c1-12)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
-        test test-unit test-integration lint format clean
+        test test-unit test-integration lint format clean chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -61,6 +61,11 @@ test-unit: venv
 
 test: lint kafka-jars ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
+
+chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
+	$(BIN)/python -m service kafka start
+	$(BIN)/python -m service chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
+	$(BIN)/python -m service chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 --expect-duplicates
 
 clean: ## stop the broker and remove local state (keeps .venv)
 	-$(BIN)/python -m service kafka stop

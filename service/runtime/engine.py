@@ -151,17 +151,44 @@ class PipelineRuntime:
                     await task.process_broadcast(control)
         for tp, records in batch.items():
             owner = self.tasks.get(tp.partition)
-            if owner is not None:
-                self.metrics.records_in.labels(self.name).inc(await owner.process(tp, records))
+            if owner is None:
+                continue
+            try:
+                processed = await owner.process(tp, records)
+            except ProducerFenced:
+                log.warning(
+                    "%s[%d]: fenced while processing; dropping the task", self.name, owner.partition
+                )
+                owner.discard()
+                await self._close_tasks([owner.partition])
+                continue
+            except (TimeoutError, KafkaError, OSError) as exc:
+                log.warning(
+                    "%s[%d]: processing failed (%r); reopening from Kafka",
+                    self.name,
+                    owner.partition,
+                    exc,
+                )
+                owner.discard()
+                await self._reopen(owner.partition)
+                continue
+            self.metrics.records_in.labels(self.name).inc(processed)
 
     async def stop(self) -> None:
-        """Commit what was processed, leave the group, close state."""
+        """Commit what was processed, leave the group, close state.
+
+        The consumer stops outside the lock: ``consumer.stop()`` waits for its
+        coordinator to finish a rebalance in progress (another worker leaving at the
+        same time), whose callbacks take this lock; they return at once now that
+        ``_stopping`` is set. Holding the lock across it deadlocks.
+        """
         self._stopping = True
         async with self._lock:
             await self._commit_all(reopen_failed=False)
             await self._close_tasks(list(self.tasks))
-            if self._consumer is not None:
-                await self._consumer.stop()
+        if self._consumer is not None:
+            await self._consumer.stop()
+        async with self._lock:
             if self._shared_producer is not None:
                 await self._shared_producer.stop()
             await self.standby.stop()
@@ -254,12 +281,16 @@ class PipelineRuntime:
     async def on_revoked(self) -> None:
         async with self._lock:
             self._generation += 1
+            if self._stopping:
+                return  # stop() committed and closed every task already
             await self._commit_all(reopen_failed=False)
             await self._close_tasks(list(self.tasks))
 
     async def on_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         async with self._lock:
             self._generation += 1
+            if self._stopping:
+                return  # never open partitions while stopping
             partitions = sorted({tp.partition for tp in assigned})
             standby = self._assignor.standby - set(partitions)
             # Stop tailing what becomes active here before restoring it.

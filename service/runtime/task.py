@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
 from service.pipeline.base import BroadcastLogic, InputRecord, PartitionLogic, Pipeline
@@ -27,6 +28,10 @@ from tables.store import PartitionStore
 
 
 class Task:
+    # Longest wait for sends to be acknowledged: a producer whose background sender
+    # died (fenced mid-transaction) never resolves its pending futures.
+    send_timeout_s = 30.0
+
     def __init__(
         self,
         *,
@@ -99,23 +104,25 @@ class Task:
             await self._ensure_transaction()
             await self._send(pending)
         records = self.txn.changelog_records()
+        self._raise_if_failed()
         await self._ensure_transaction()
         changelog: list[asyncio.Future[RecordMetadata]] = []
         for key, value in records:
             changelog.append(
-                await self.producer.send(
+                await self._checked_send(
                     self.changelog_topic, value, key=key, partition=self.partition
                 )
             )
-        await asyncio.gather(*self._futures)
+        await asyncio.wait_for(asyncio.gather(*self._futures), self.send_timeout_s)
         self._futures.clear()
-        metadata = await asyncio.gather(*changelog)
+        metadata = await asyncio.wait_for(asyncio.gather(*changelog), self.send_timeout_s)
         self._prepared = records
         self._changelog_offset = max((m.offset for m in metadata), default=None)
 
     async def commit_transaction(self, group_id: str) -> None:
         """Exactly-once: offsets join the transaction, which then commits."""
         offsets: dict[Any, int] = dict(self.next_offsets)
+        self._raise_if_failed()
         if offsets:
             await self.producer.send_offsets_to_transaction(offsets, group_id)
         await self.producer.commit_transaction()
@@ -139,13 +146,37 @@ class Task:
 
     async def _ensure_transaction(self) -> None:
         if self.exactly_once and not self._in_transaction:
+            self._raise_if_failed()
             await self.producer.begin_transaction()
             self._in_transaction = True
+
+    def _raise_if_failed(self) -> None:
+        """aiokafka's background sender learns of a fence (or an abortable error)
+        first; afterwards ``send`` only says "not in transaction" (IllegalOperation,
+        not a KafkaError) and ``begin_transaction`` fails an assertion. Name the real
+        problem so the runtime drops (fenced) or reopens (abortable) the task.
+
+        This reads aiokafka's transaction manager state, which is not public API:
+        tests/e2e/test_chaos.py's zombie faults exercise it on every run.
+        """
+        manager = getattr(self.producer, "_txn_manager", None)
+        state = getattr(getattr(manager, "state", None), "name", "")
+        if state == "FATAL_ERROR":
+            raise ProducerFenced()
+        if state == "ABORTABLE_ERROR":
+            raise KafkaError("the transaction failed in the background; reopening")
+
+    async def _checked_send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
+        try:
+            return await self.producer.send(topic, value, **kwargs)
+        except IllegalOperation:
+            self._raise_if_failed()
+            raise
 
     async def _send(self, pending: list[Pending]) -> None:
         for item in pending:
             self._futures.append(
-                await self.producer.send(
+                await self._checked_send(
                     item.topic,
                     item.value,
                     key=item.key,

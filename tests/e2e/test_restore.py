@@ -6,6 +6,7 @@ import asyncio
 import random
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import orjson
@@ -18,7 +19,9 @@ from tests.support.processes import WorkerProcess
 
 pytestmark = pytest.mark.e2e
 
-BASE_MS = 1_764_000_000_000
+# An hour ago, on the hour: outputs carry event time as their Kafka timestamp, and a
+# timestamp older than the broker's retention (7 days) could be deleted mid-test.
+BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
 SENSORS = [f"sensor_{i}" for i in range(1, 11)]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import orjson
 import pytest
@@ -14,7 +15,9 @@ from tests.support.oracle import expected_windows
 
 pytestmark = pytest.mark.integration
 
-BASE_MS = 1_764_000_000_000  # a recent instant, so retention by time never bites
+# An hour ago, on the hour: outputs carry event time as their Kafka timestamp, and a
+# timestamp older than the broker's retention (7 days) could be deleted mid-test.
+BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
 SENSORS = [f"sensor_{i}" for i in range(1, 13)]
 
 

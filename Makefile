@@ -65,7 +65,8 @@ test: lint kafka-jars ## the whole suite: lint, unit, integration and e2e agains
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
 	$(BIN)/python -m service kafka start
 	$(BIN)/python -m service chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
-	$(BIN)/python -m service chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 --expect-duplicates
+	$(BIN)/python -m service chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
+		--commit-interval-ms 2000 --expect-duplicates
 
 clean: ## stop the broker and remove local state (keeps .venv)
 	-$(BIN)/python -m service kafka stop

@@ -134,6 +134,7 @@ class PipelineRuntime:
                     self._reseek()
                     continue
                 await self._handle(batch)
+                await self.standby.poll()
                 if time.monotonic() - self._last_commit >= interval_s:
                     await self._commit_all()
                 if self._retry_at:

@@ -64,6 +64,10 @@ async def test_at_least_once_shows_duplicates_so_the_checker_can_see_them() -> N
         kinds=(FaultKind.KILL,),
         faults_per_kind=3,
         guarantee="at_least_once",
+        # A wide gap between sending outputs and committing offsets: a kill then
+        # always leaves sent-but-uncommitted records, so the control cannot pass
+        # (or fail) by the luck of where a kill lands.
+        commit_interval_ms=2_000,
         duration_s=24.0,
     )
     result, table = await _run(config, expect_duplicates=True)

@@ -25,8 +25,12 @@ from service.eventtime.spec import ReplaySpec, field_getter
 
 
 class ReplayInputError(EddyError):
-    """A line of the input is not a record, a watermark or a processing time. The
-    message names the line; fix it or remove it."""
+    """A line of the input is not a record, a watermark or a processing time, or a
+    record the spec cannot read. The message names the line; fix it or remove it."""
+
+
+class _BadTimestamp(TypeError):
+    """A record's timestamp field is not integer milliseconds."""
 
 
 def load_spec(path: Path) -> ReplaySpec:
@@ -41,7 +45,8 @@ def load_spec(path: Path) -> ReplaySpec:
         spec.window_spec()  # reject impossible combinations now, not mid-input
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'spec'}: {e['msg']}" for e in exc.errors()
+            f"{_field_path(raw, e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
         )
         raise ConfigError(f"spec {path}: {problems}") from None
     except (ValueError, TypeError) as exc:
@@ -49,12 +54,45 @@ def load_spec(path: Path) -> ReplaySpec:
     return spec
 
 
+def _field_path(raw: Any, loc: tuple[int | str, ...]) -> str:
+    """The dotted path of a field as the user wrote it: pydantic puts the type tag
+    of a tagged union in the path (``assigner.tumbling.size_ms``), the file does
+    not (``assigner.size_ms``)."""
+    parts: list[str] = []
+    tagged = False  # the tag comes once, right after the union's own field
+    for part in loc:
+        if _has(raw, part):
+            raw, tagged = raw[part], False
+        elif not tagged and isinstance(raw, dict) and raw.get("type") == part:
+            tagged = True
+            continue
+        parts.append(str(part))
+    return ".".join(parts) or "spec"
+
+
+def _has(raw: Any, part: int | str) -> bool:
+    if isinstance(raw, dict):
+        return part in raw
+    return isinstance(raw, list) and isinstance(part, int) and 0 <= part < len(raw)
+
+
 def harness_for(spec: ReplaySpec) -> WindowHarness:
     key_of = field_getter(spec.key)
+    timestamp_of = field_getter(spec.timestamp)
+
+    def key(record: Any) -> str:
+        return str(key_of(record))
+
+    def timestamp_ms(record: Any) -> int:
+        value = timestamp_of(record)
+        if type(value) is not int:
+            raise _BadTimestamp(f"field {spec.timestamp!r} is {value!r}, not integer milliseconds")
+        return value
+
     return WindowHarness(
         spec.window_spec(),
-        key=lambda record: str(key_of(record)),
-        timestamp_ms=field_getter(spec.timestamp),
+        key=key,
+        timestamp_ms=timestamp_ms,
         watermark=spec.watermark_strategy(),
         late_output=spec.late_output,
     )
@@ -67,11 +105,27 @@ def replay(spec: ReplaySpec, lines: Iterable[bytes]) -> Iterator[Emission]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        _feed(harness, _parse(line, number), number)
+        item = _parse(line, number)
+        with _reported(f"line {number}"):
+            _feed(harness, item, number)
         yield from harness.outputs[emitted:]
         emitted = len(harness.outputs)
-    harness.end_of_input()
+    with _reported("at the end of input"):
+        harness.end_of_input()
     yield from harness.outputs[emitted:]
+
+
+@contextlib.contextmanager
+def _reported(where: str) -> Iterator[None]:
+    """A record the spec's fields or function cannot handle, as one line."""
+    try:
+        yield
+    except KeyError as exc:
+        raise ReplayInputError(f"{where}: the record has no field {exc}") from None
+    except _BadTimestamp as exc:
+        raise ReplayInputError(f"{where}: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise ReplayInputError(f"{where}: the window function cannot use a record: {exc}") from None
 
 
 def _parse(line: bytes, number: int) -> dict[str, Any]:
@@ -89,19 +143,21 @@ def _parse(line: bytes, number: int) -> dict[str, Any]:
 
 def _feed(harness: WindowHarness, item: dict[str, Any], number: int) -> None:
     ((kind, value),) = item.items()
-    try:
-        if kind == "record":
-            harness.record(value)
-        elif kind in ("watermark", "processing_time") and type(value) is int:
-            if kind == "watermark":
-                harness.watermark(value)
-            else:
-                harness.processing_time(value)
-        else:
-            raise ReplayInputError(f"line {number}: {kind!r} with {value!r} is not an input line")
-    except (KeyError, TypeError) as exc:
-        reason = f"the record lacks a field or has a bad one ({exc!r})"
-        raise ReplayInputError(f"line {number}: {reason}") from None
+    if kind == "record" and not isinstance(value, dict):
+        raise ReplayInputError(f"line {number}: a record must be a JSON object, got {value!r}")
+    if kind in ("watermark", "processing_time") and type(value) is not int:
+        raise ReplayInputError(f"line {number}: {kind!r} must be integer milliseconds")
+    if kind == "record":
+        harness.record(value)
+    elif kind == "watermark":
+        harness.watermark(value)
+    elif kind == "processing_time":
+        harness.processing_time(value)
+    else:
+        raise ReplayInputError(
+            f'line {number}: unknown line {{"{kind}": ...}}; expected "record", '
+            '"watermark" or "processing_time"'
+        )
 
 
 def run_cli(args: argparse.Namespace) -> int:

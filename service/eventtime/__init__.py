@@ -15,6 +15,7 @@ from service.eventtime.functions import (
     Evictor,
     Max,
     Min,
+    MinMax,
     ProcessWindowFunction,
     Reduce,
     Stats,
@@ -22,13 +23,7 @@ from service.eventtime.functions import (
     TimeEvictor,
     WindowContext,
 )
-from service.eventtime.operator import (
-    WindowEntry,
-    WindowOperator,
-    WindowResult,
-    WindowSpec,
-    WindowState,
-)
+from service.eventtime.operator import WindowOperator, WindowSpec
 from service.eventtime.timers import Timer, TimerQueue, TimerStore
 from service.eventtime.triggers import (
     ContinuousEventTimeTrigger,
@@ -38,6 +33,7 @@ from service.eventtime.triggers import (
     ProcessingTimeTrigger,
     PurgingTrigger,
     Trigger,
+    TriggerBase,
     TriggerResult,
 )
 from service.eventtime.watermarks import (
@@ -49,6 +45,7 @@ from service.eventtime.watermarks import (
     WatermarkStrategy,
     WatermarkTracker,
 )
+from service.eventtime.window_state import WindowEntry, WindowResult, WindowState
 from service.eventtime.windows import (
     GLOBAL_WINDOW,
     Global,
@@ -77,6 +74,7 @@ __all__ = [
     "Global",
     "Max",
     "Min",
+    "MinMax",
     "NeverTrigger",
     "ProcessWindowFunction",
     "ProcessingTimeTrigger",
@@ -94,6 +92,7 @@ __all__ = [
     "TimerQueue",
     "TimerStore",
     "Trigger",
+    "TriggerBase",
     "TriggerResult",
     "Tumbling",
     "WatermarkGenerator",

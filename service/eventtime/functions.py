@@ -174,6 +174,36 @@ class Avg:
 
 
 @dataclass(frozen=True, slots=True)
+class MinMax:
+    """The seeds' ``MinMaxTemp``: the lowest and highest value of one attribute."""
+
+    of: Callable[[Any], float]
+
+    def create(self) -> list[float] | None:
+        return None
+
+    def add(self, value: Any, accumulator: list[float] | None) -> list[float]:
+        x = self.of(value)
+        if accumulator is None:
+            return [x, x]
+        if x < accumulator[0]:
+            accumulator[0] = x
+        if x > accumulator[1]:
+            accumulator[1] = x
+        return accumulator
+
+    def merge(self, left: list[float] | None, right: list[float] | None) -> list[float] | None:
+        if left is None or right is None:
+            return right if left is None else left
+        return [min(left[0], right[0]), max(left[1], right[1])]
+
+    def result(self, accumulator: list[float] | None) -> dict[str, float]:
+        if accumulator is None:
+            raise ValueError("no result for an empty window")
+        return {"min": accumulator[0], "max": accumulator[1]}
+
+
+@dataclass(frozen=True, slots=True)
 class Stats:
     """count, avg, min and max of one numeric attribute, computed incrementally.
 

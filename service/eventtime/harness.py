@@ -10,9 +10,11 @@ from typing import Any
 
 from service.eventtime.keyed import MAX_WATERMARK, KeyedWindows
 from service.eventtime.memory import MemoryStateBackend, MemoryTimerStore, MemoryWindowState
-from service.eventtime.operator import WindowResult, WindowSpec
+from service.eventtime.operator import WindowSpec
 from service.eventtime.process import Emitted, ProcessOperator
 from service.eventtime.watermarks import WatermarkStrategy
+from service.eventtime.window_state import WindowResult
+from service.eventtime.windows import GLOBAL_WINDOW
 
 MAIN = "main"
 
@@ -100,9 +102,11 @@ class WindowHarness:
 
     def _collect(self, results: list[WindowResult]) -> None:
         for r in results:
-            self.outputs.append(
-                Emission(MAIN, r.key, r.window.start_ms, r.window.end_ms, r.value, r.timing)
-            )
+            if r.window == GLOBAL_WINDOW:  # no bounds to report: null, not +-2**62
+                start, end = None, None
+            else:
+                start, end = r.window.start_ms, r.window.end_ms
+            self.outputs.append(Emission(MAIN, r.key, start, end, r.value, r.timing))
 
 
 class ProcessHarness:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from service.eventtime.operator import WindowOperator, WindowResult, WindowSpec, WindowState
+from service.eventtime.operator import WindowOperator, WindowSpec
 from service.eventtime.timers import TimerQueue, TimerStore
 from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
+from service.eventtime.window_state import WindowResult, WindowState
 
 MAX_WATERMARK = 2**63 - 1  # end of a bounded input: every event-time timer fires
 
@@ -30,6 +31,7 @@ class KeyedWindows:
         self._event_timers = TimerQueue(event_timers)
         self._processing_timers = TimerQueue(processing_timers)
         self.operator = WindowOperator(spec, state, self._event_timers, self._processing_timers)
+        self._process = self.operator.process_element
         self._strategy = watermark
         self._inputs = tuple(inputs)
         self.tracker = None if watermark is None else WatermarkTracker(watermark, self._inputs)
@@ -56,9 +58,14 @@ class KeyedWindows:
             self.operator.watermark_ms = int(snapshot.get("emitted_ms", MIN_WATERMARK))
 
     def snapshot(self) -> dict[str, Any]:
-        if self.tracker is not None:
-            return self.tracker.snapshot()
-        return {"emitted_ms": self.operator.watermark_ms}
+        """The clock to restore. An explicit watermark (an input line, the end of
+        input) moves the operator past its tracker, so the operator's clock is the
+        one saved: a restore must never put the clock back."""
+        if self.tracker is None:
+            return {"emitted_ms": self.operator.watermark_ms}
+        snapshot = self.tracker.snapshot()
+        snapshot["emitted_ms"] = max(snapshot["emitted_ms"], self.operator.watermark_ms)
+        return snapshot
 
     def on_record(
         self, key: str, timestamp_ms: int, value: Any, now_ms: int, input_name: str = "input"
@@ -68,7 +75,7 @@ class KeyedWindows:
         Returns:
             The window results it caused, and whether it was late.
         """
-        accepted, results = self.operator.process(key, timestamp_ms, value)
+        accepted, results = self._process(key, timestamp_ms, value)
         tracker = self.tracker
         if tracker is not None and tracker.on_event(input_name, timestamp_ms, value, now_ms):
             fired = self.operator.advance_watermark(tracker.watermark_ms)

@@ -6,8 +6,8 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from service.eventtime.operator import WindowEntry
 from service.eventtime.timers import Timer
+from service.eventtime.window_state import WindowEntry
 from service.eventtime.windows import TimeWindow
 
 

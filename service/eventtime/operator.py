@@ -9,116 +9,44 @@ It follows Flink's ``WindowOperator`` (docs/semantics.md D, G):
   is a late element, returned for a side output; an element in a gap between
   sliding windows that is not late is simply dropped;
 * the trigger answers each element and timer with CONTINUE / FIRE / PURGE /
-  FIRE_AND_PURGE; every emission says ``first`` or ``update``;
+  FIRE_AND_PURGE; every emission says ``first`` or ``update``; a purge also
+  clears the trigger's state and timers (D.10);
 * a window's state, trigger state and timers go at its cleanup time,
   ``end - 1 + allowed_lateness`` (event time) or ``end - 1`` (processing time).
+  As in Flink, where timers are keyed by (time, key, window), the cleanup timer
+  first runs the trigger like any other timer of the window, and a trigger timer
+  at the cleanup time *is* the cleanup timer (one call, not two).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any
 
-from service.eventtime.functions import AggregateFunction, Evictor, ProcessWindowFunction
+from service.eventtime.contexts import ProcessCtx, TriggerCtx
+from service.eventtime.definition import WindowSpec
 from service.eventtime.timers import Timer, TimerQueue
-from service.eventtime.triggers import (
-    EventTimeTrigger,
-    NeverTrigger,
-    ProcessingTimeTrigger,
-    Trigger,
-    TriggerResult,
-)
+from service.eventtime.triggers import EventTimeTrigger, TriggerResult
 from service.eventtime.watermarks import MIN_WATERMARK
-from service.eventtime.windows import MAX_TIME_MS, TimeWindow, Tumbling, WindowAssigner
+from service.eventtime.window_state import Timing, WindowEntry, WindowResult, WindowState
+from service.eventtime.windows import MAX_TIME_MS, TimeWindow, Tumbling
+
+__all__ = ["Timing", "WindowEntry", "WindowOperator", "WindowResult", "WindowSpec", "WindowState"]
 
 # Timers at the same instant fire in namespace order: a window's trigger timer must
 # fire before its cleanup timer (Flink fires, then clears), hence the digits.
 TRIGGER = "window.0.trigger"
+CLEANUP = "window.1.cleanup"
 # Shared "no results" list: most elements fire nothing, so nothing is allocated.
 # Never appended to: the operator swaps in a fresh list before the first result.
 _NONE: list[WindowResult] = []
+_ACCEPTED: tuple[bool, list[WindowResult]] = (True, _NONE)
+_LATE: tuple[bool, list[WindowResult]] = (False, _NONE)
 _MISSING: Any = object()
 
 
 def _no_aggregate(value: Any, accumulator: Any) -> Any:
     raise TypeError("this window has no aggregate function")
-
-
-CLEANUP = "window.1.cleanup"
-Timing = Literal["first", "update"]
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    """What to compute: a frozen definition, separate from running it."""
-
-    assigner: WindowAssigner
-    aggregate: AggregateFunction[Any, Any, Any] | None = None
-    process: ProcessWindowFunction | None = None
-    trigger: Trigger | None = None
-    evictor: Evictor | None = None
-    allowed_lateness_ms: int = 0
-
-    def __post_init__(self) -> None:
-        if self.allowed_lateness_ms < 0:
-            raise ValueError("allowed_lateness_ms must be >= 0")
-        if self.aggregate is None and self.process is None:
-            raise ValueError("a window needs an aggregate, a process function, or both")
-        if self.assigner.is_merging and not self.effective_trigger.can_merge:
-            raise ValueError(f"{type(self.effective_trigger).__name__} cannot merge windows")
-
-    @property
-    def effective_trigger(self) -> Trigger:
-        if self.trigger is not None:
-            return self.trigger
-        if type(self.assigner).__name__ == "Global":
-            return NeverTrigger()
-        return EventTimeTrigger() if self.assigner.is_event_time else ProcessingTimeTrigger()
-
-    @property
-    def incremental(self) -> bool:
-        """Keep one accumulator per window. An evictor needs the elements, so with one
-        the window stores them and the aggregate runs over them at firing time."""
-        return self.aggregate is not None and self.evictor is None
-
-
-@dataclass(slots=True)
-class WindowEntry:
-    """One key's state for one window: contents (an accumulator, or the elements as
-    ``[ts, value]``; None once purged), whether it fired since its contents were
-    last purged, the trigger's state, and the process function's per-window state."""
-
-    contents: Any
-    fired: bool = False
-    trigger: dict[str, Any] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)
-
-
-class WindowResult(NamedTuple):
-    key: str
-    window: TimeWindow
-    value: Any
-    timing: Timing
-    watermark_ms: int
-
-
-class WindowState(Protocol):
-    """Where the operator keeps its per-(key, window) entries and session index."""
-
-    def get_window(self, key: str, window: TimeWindow) -> WindowEntry | None: ...
-
-    def put_window(self, key: str, window: TimeWindow, entry: WindowEntry) -> None: ...
-
-    def delete_window(self, key: str, window: TimeWindow) -> None: ...
-
-    def get_sessions(self, key: str) -> list[TimeWindow]: ...
-
-    def put_sessions(self, key: str, windows: list[TimeWindow]) -> None: ...
-
-    def get_key_state(self, key: str) -> dict[str, Any]: ...
-
-    def put_key_state(self, key: str, state: dict[str, Any]) -> None: ...
 
 
 class WindowOperator:
@@ -138,22 +66,34 @@ class WindowOperator:
         self._processing_timers = processing_timers
         self.watermark_ms = MIN_WATERMARK
         self.processing_time_ms = MIN_WATERMARK
+        assigner = spec.assigner
+        self._event_time = assigner.is_event_time
+        self._merging = assigner.is_merging
+        self._cleanup_queue = event_timers if self._event_time else processing_timers
         # The default case (event-time trigger, no merging) needs the trigger only
         # when a window is first seen or already due: skip the call otherwise.
-        self._plain = type(self.trigger) is EventTimeTrigger and not spec.assigner.is_merging
+        self._plain = type(self.trigger) is EventTimeTrigger and not self._merging
         self._incremental = spec.incremental
         self._lateness = spec.allowed_lateness_ms
         self._out: list[WindowResult] = _NONE
-        assigner = spec.assigner
-        self._tumbling: tuple[int, int] | None = None
-        if isinstance(assigner, Tumbling) and assigner.is_event_time:
-            self._tumbling = (assigner.size_ms, assigner.offset_ms)
-        self._last_window: TimeWindow | None = None
-        # Event-time trigger, incremental aggregate, no merging: the fast path.
-        self._hot = self._plain and self._incremental
+        # Per-element work is most of the cost: bound methods and constants are
+        # looked up once here rather than on every element.
+        self._get_window = state.get_window
+        self._put_window = state.put_window
         self._add_value: Callable[[Any, Any], Any] = (
             spec.aggregate.add if spec.aggregate is not None else _no_aggregate
         )
+        # Event-time trigger, incremental aggregate, no merging: the fast path.
+        self._hot = self._plain and self._incremental
+        self._last_window: TimeWindow | None = None
+        self._size_ms = self._offset_ms = self._late_after_ms = 0
+        #: :meth:`process`, or its arithmetic shortcut for event-time tumbling windows.
+        self.process_element: Callable[[str, int, Any], tuple[bool, list[WindowResult]]]
+        self.process_element = self._process_general
+        if isinstance(assigner, Tumbling) and assigner.is_event_time:
+            self._size_ms, self._offset_ms = assigner.size_ms, assigner.offset_ms
+            self._late_after_ms = assigner.size_ms - 1 + self._lateness
+            self.process_element = self._process_tumbling
 
     # -- input -------------------------------------------------------------------
 
@@ -165,14 +105,17 @@ class WindowOperator:
             side-output or dropped by the caller); ``results`` are firings the
             element caused (count triggers, updates within allowed lateness).
         """
+        return self.process_element(key, timestamp_ms, value)
+
+    def _process_general(
+        self, key: str, timestamp_ms: int, value: Any
+    ) -> tuple[bool, list[WindowResult]]:
         self._out = _NONE
-        if self._tumbling is not None:
-            return self._process_tumbling(key, timestamp_ms, value)
         assigner = self.spec.assigner
-        element_ts = timestamp_ms if assigner.is_event_time else self.processing_time_ms
+        element_ts = timestamp_ms if self._event_time else self.processing_time_ms
         skipped = True
         for window in assigner.assign(element_ts):
-            if assigner.is_merging:
+            if self._merging:
                 window = self._merge(key, window)
                 if self._is_late(window):
                     self._retire(key, window)
@@ -181,8 +124,8 @@ class WindowOperator:
                 continue
             skipped = False
             self._add(key, window, element_ts, value)
-        if skipped and assigner.is_event_time:
-            late = timestamp_ms + self.spec.allowed_lateness_ms <= self.watermark_ms
+        if skipped and self._event_time:
+            late = timestamp_ms + self._lateness <= self.watermark_ms
             return not late, self._out
         return True, self._out
 
@@ -191,23 +134,24 @@ class WindowOperator:
     ) -> tuple[bool, list[WindowResult]]:
         """:meth:`process` for the most common window, without the general machinery:
         one event-time window per element, found arithmetically and cached."""
-        assert self._tumbling is not None
-        size, offset = self._tumbling
-        start = timestamp_ms - (timestamp_ms - offset) % size
+        size = self._size_ms
+        start = timestamp_ms - (timestamp_ms - self._offset_ms) % size
         window = self._last_window
         if window is None or window[0] != start:
             window = self._last_window = TimeWindow(start, start + size)
         watermark_ms = self.watermark_ms
-        if start + size - 1 + self._lateness <= watermark_ms:
-            late = timestamp_ms + self._lateness <= watermark_ms
-            return not late, self._out
-        entry = self._state.get_window(key, window)
-        if self._hot and entry is not None and start + size - 1 > watermark_ms:
+        if start + self._late_after_ms <= watermark_ms:  # the window is gone
+            if timestamp_ms + self._lateness <= watermark_ms:
+                return _LATE
+            return _ACCEPTED
+        entry = self._get_window(key, window)
+        if entry is not None and self._hot and start + size - 1 > watermark_ms:
             # An open window that already exists: the trigger has its timer and
             # would answer CONTINUE, so only the accumulator changes.
             entry.contents = self._add_value(value, entry.contents)
-            self._state.put_window(key, window, entry)
-            return True, self._out
+            self._put_window(key, window, entry)
+            return _ACCEPTED
+        self._out = _NONE
         self._add(key, window, timestamp_ms, value, entry)
         return True, self._out
 
@@ -227,6 +171,40 @@ class WindowOperator:
             for timer in self._processing_timers.pop_due(now_ms):
                 self._on_timer(timer, event_time=False)
         return self._out
+
+    # -- what contexts call --------------------------------------------------------
+
+    def trigger_timer(
+        self, key: str, window: TimeWindow, time_ms: int, *, event_time: bool, register: bool
+    ) -> None:
+        """Register or delete a trigger's timer for ``window``.
+
+        A timer at the window's cleanup time, in the cleanup's time domain, is the
+        cleanup timer itself (Flink keys timers by time, key and window): it runs
+        the trigger anyway, so registering it is a no-op, and deleting it must not
+        cancel the cleanup.
+        """
+        if (
+            event_time is self._event_time
+            and window.end_ms < MAX_TIME_MS
+            and time_ms == self._cleanup_time(window)
+        ):
+            return
+        queue = self._event_timers if event_time else self._processing_timers
+        timer = Timer(time_ms, TRIGGER, key, window.start_ms, window.end_ms)
+        if register:
+            queue.register(timer)
+        else:
+            queue.delete(timer)
+
+    def key_state(self, key: str) -> dict[str, Any]:
+        return self._state.get_key_state(key)
+
+    def event_timers(self) -> TimerQueue:
+        return self._event_timers
+
+    def processing_timers(self) -> TimerQueue:
+        return self._processing_timers
 
     # -- internals ---------------------------------------------------------------
 
@@ -256,62 +234,87 @@ class WindowOperator:
         if self._plain and not new and window.max_timestamp_ms > self.watermark_ms:
             self._state.put_window(key, window, entry)
             return
-        result = self.trigger.on_element(element_ts, window, _Ctx(self, key, window, entry))
+        result = self.trigger.on_element(element_ts, window, TriggerCtx(self, key, window, entry))
         self._apply(key, window, entry, result)
 
     def _on_timer(self, timer: Timer, *, event_time: bool) -> None:
+        key = timer.key
         window = TimeWindow(timer.window_start_ms, timer.window_end_ms)
-        if timer.namespace == CLEANUP:
-            self._clear(timer.key, window)
-            return
-        entry = self._state.get_window(timer.key, window)
-        if entry is None:
-            return  # purged or merged away; its timers went with it
-        ctx = _Ctx(self, timer.key, window, entry)
-        if event_time:
-            result = self.trigger.on_event_time(timer.time_ms, window, ctx)
-        else:
-            result = self.trigger.on_processing_time(timer.time_ms, window, ctx)
-        self._apply(timer.key, window, entry, result)
+        cleanup = timer.namespace == CLEANUP
+        entry = self._state.get_window(key, window)
+        if entry is not None:  # else purged at cleanup or merged away, with its timers
+            ctx = TriggerCtx(self, key, window, entry)
+            if event_time:
+                result = self.trigger.on_event_time(timer.time_ms, window, ctx)
+            else:
+                result = self.trigger.on_processing_time(timer.time_ms, window, ctx)
+            self._apply(key, window, entry, result, keep=not cleanup)
+        if cleanup:
+            self._clear(key, window, entry)
 
     def _apply(
-        self, key: str, window: TimeWindow, entry: WindowEntry, result: TriggerResult
+        self,
+        key: str,
+        window: TimeWindow,
+        entry: WindowEntry,
+        result: TriggerResult,
+        *,
+        keep: bool = True,
     ) -> None:
         has_contents = entry.contents is not None and (self._incremental or entry.contents)
         if result.fire and has_contents:
             timing: Timing = "update" if entry.fired else "first"
-            if self._out is _NONE:
-                self._out = []
-            for value in self._emit(key, window, entry):
-                self._out.append(WindowResult(key, window, value, timing, self.watermark_ms))
+            outputs = self._emit(key, window, entry)
+            if outputs:
+                if self._out is _NONE:
+                    self._out = []
+                watermark_ms = self.watermark_ms
+                for value in outputs:
+                    self._out.append(WindowResult(key, window, value, timing, watermark_ms))
             entry.fired = True
         if result.purge:
+            # D.10: a purged window forgets its trigger state and timers too, so a
+            # later element starts the trigger afresh (Flink keeps them until cleanup).
+            self.trigger.clear(window, TriggerCtx(self, key, window, entry))
+            entry.trigger.clear()
             entry.contents = None
             entry.fired = False
-        self._state.put_window(key, window, entry)
+        if keep:
+            self._state.put_window(key, window, entry)
 
     def _emit(self, key: str, window: TimeWindow, entry: WindowEntry) -> list[Any]:
         spec = self.spec
-        ctx = _WindowCtx(self, key, window, entry)
+        ctx = ProcessCtx(self, key, window, entry)
         if self._incremental:
             assert spec.aggregate is not None
             result = spec.aggregate.result(entry.contents)
-            return [result] if spec.process is None else spec.process.process([result], ctx)
+            outputs = [result] if spec.process is None else spec.process.process([result], ctx)
+        else:
+            outputs = self._emit_elements(window, entry, ctx)
+        if ctx.global_dirty:
+            self._state.put_key_state(key, ctx.global_state)
+        return outputs
+
+    def _emit_elements(self, window: TimeWindow, entry: WindowEntry, ctx: ProcessCtx) -> list[Any]:
+        """Stored elements: evict before, aggregate and/or process, evict after."""
+        spec = self.spec
         elements = entry.contents
         if spec.evictor is not None:
             elements = spec.evictor.evict_before(elements, window, ctx)
         values = [value for _, value in elements]
-        if spec.aggregate is not None:
+        if spec.aggregate is not None and values:
             accumulator = spec.aggregate.create()
             for value in values:
                 accumulator = spec.aggregate.add(value, accumulator)
             values = [spec.aggregate.result(accumulator)]
-        outputs = values if spec.process is None else spec.process.process(values, ctx)
+        # An evictor may leave nothing: there is then nothing to compute (an empty
+        # window never fires), but the evictor's choice is still applied below.
+        outputs: list[Any] = []
+        if values:
+            outputs = values if spec.process is None else spec.process.process(values, ctx)
         if spec.evictor is not None:
             elements = spec.evictor.evict_after(elements, window, ctx)
         entry.contents = elements
-        if ctx.global_dirty:
-            self._state.put_key_state(key, ctx.global_state)
         return outputs
 
     def _merge(self, key: str, window: TimeWindow) -> TimeWindow:
@@ -326,18 +329,17 @@ class WindowOperator:
             merged = merged.cover(session)
         if touching == [merged]:
             return merged  # already inside an existing session
-        entries = []
+        found = [(s, e) for s in touching if (e := self._state.get_window(key, s)) is not None]
+        # Combine first: clearing a trigger wipes its state, which the merge needs.
+        combined = self._combine([entry for _, entry in found])
+        for session, entry in found:
+            self.trigger.clear(session, TriggerCtx(self, key, session, entry))
         for session in touching:
-            entry = self._state.get_window(key, session)
-            if entry is not None:
-                self.trigger.clear(session, _Ctx(self, key, session, entry))
-                entries.append(entry)
             self._delete_cleanup(key, session)
             self._state.delete_window(key, session)
-        combined = self._combine(entries)
         self._state.put_sessions(key, [s for s in sessions if s not in touching] + [merged])
         self._register_cleanup(key, merged)
-        self.trigger.on_merge(merged, _Ctx(self, key, merged, combined))
+        self.trigger.on_merge(merged, TriggerCtx(self, key, merged, combined))
         self._state.put_window(key, merged, combined)
         return merged
 
@@ -361,7 +363,7 @@ class WindowOperator:
         return WindowEntry(
             contents,
             fired=any(e.fired for e in entries),
-            trigger=self.trigger.merge_state([e.trigger for e in entries]),
+            trigger=self.trigger.merge_state([dict(e.trigger) for e in entries]),
             state=state,
         )
 
@@ -373,109 +375,31 @@ class WindowOperator:
         if self._state.get_window(key, window) is None:
             self._delete_cleanup(key, window)
 
-    def _clear(self, key: str, window: TimeWindow) -> None:
-        entry = self._state.get_window(key, window)
+    def _clear(self, key: str, window: TimeWindow, entry: WindowEntry | None) -> None:
         if entry is not None:
-            self.trigger.clear(window, _Ctx(self, key, window, entry))
+            self.trigger.clear(window, TriggerCtx(self, key, window, entry))
             self._state.delete_window(key, window)
-        if self.spec.assigner.is_merging:
+        if self._merging:
             sessions = self._state.get_sessions(key)
             if window in sessions:
                 self._state.put_sessions(key, [s for s in sessions if s != window])
 
     def _is_late(self, window: TimeWindow) -> bool:
-        return self.spec.assigner.is_event_time and self._cleanup_time(window) <= self.watermark_ms
+        return self._event_time and self._cleanup_time(window) <= self.watermark_ms
 
     def _cleanup_time(self, window: TimeWindow) -> int:
         if window.end_ms >= MAX_TIME_MS:
             return MAX_TIME_MS
-        if not self.spec.assigner.is_event_time:
+        if not self._event_time:
             return window.max_timestamp_ms
-        return window.max_timestamp_ms + self.spec.allowed_lateness_ms
+        return window.max_timestamp_ms + self._lateness
 
     def _cleanup_timer(self, key: str, window: TimeWindow) -> Timer:
         return Timer(self._cleanup_time(window), CLEANUP, key, window.start_ms, window.end_ms)
 
     def _register_cleanup(self, key: str, window: TimeWindow) -> None:
         if window.end_ms < MAX_TIME_MS:
-            queue = (
-                self._event_timers if self.spec.assigner.is_event_time else self._processing_timers
-            )
-            queue.register(self._cleanup_timer(key, window))
+            self._cleanup_queue.register(self._cleanup_timer(key, window))
 
     def _delete_cleanup(self, key: str, window: TimeWindow) -> None:
-        queue = self._event_timers if self.spec.assigner.is_event_time else self._processing_timers
-        queue.delete(self._cleanup_timer(key, window))
-
-    def timer(self, key: str, window: TimeWindow, time_ms: int) -> Timer:
-        return Timer(time_ms, TRIGGER, key, window.start_ms, window.end_ms)
-
-    def event_timers(self) -> TimerQueue:
-        return self._event_timers
-
-    def processing_timers(self) -> TimerQueue:
-        return self._processing_timers
-
-    def key_state(self, key: str) -> dict[str, Any]:
-        return self._state.get_key_state(key)
-
-
-class _Ctx:
-    """The trigger's view of one key's window."""
-
-    __slots__ = ("_key", "_op", "_window", "state")
-
-    def __init__(self, op: WindowOperator, key: str, window: TimeWindow, entry: WindowEntry):
-        self._op = op
-        self._key = key
-        self._window = window
-        self.state = entry.trigger
-
-    @property
-    def watermark_ms(self) -> int:
-        return self._op.watermark_ms
-
-    @property
-    def processing_time_ms(self) -> int:
-        return self._op.processing_time_ms
-
-    def register_event_time_timer(self, time_ms: int) -> None:
-        self._op.event_timers().register(self._op.timer(self._key, self._window, time_ms))
-
-    def register_processing_time_timer(self, time_ms: int) -> None:
-        self._op.processing_timers().register(self._op.timer(self._key, self._window, time_ms))
-
-    def delete_event_time_timer(self, time_ms: int) -> None:
-        self._op.event_timers().delete(self._op.timer(self._key, self._window, time_ms))
-
-    def delete_processing_time_timer(self, time_ms: int) -> None:
-        self._op.processing_timers().delete(self._op.timer(self._key, self._window, time_ms))
-
-
-class _WindowCtx:
-    """A process-window function's view: key, window, clocks, and its states."""
-
-    def __init__(self, op: WindowOperator, key: str, window: TimeWindow, entry: WindowEntry):
-        self._op = op
-        self.key = key
-        self.window = window
-        self.window_state = entry.state
-        self._global: dict[str, Any] | None = None
-
-    @property
-    def watermark_ms(self) -> int:
-        return self._op.watermark_ms
-
-    @property
-    def processing_time_ms(self) -> int:
-        return self._op.processing_time_ms
-
-    @property
-    def global_state(self) -> dict[str, Any]:
-        if self._global is None:
-            self._global = self._op.key_state(self.key)
-        return self._global
-
-    @property
-    def global_dirty(self) -> bool:
-        return self._global is not None
+        self._cleanup_queue.delete(self._cleanup_timer(key, window))

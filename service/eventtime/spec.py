@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator
 
 from service.eventtime.functions import (
     AggregateFunction,
@@ -21,6 +21,7 @@ from service.eventtime.functions import (
     Evictor,
     Max,
     Min,
+    MinMax,
     ProcessWindowFunction,
     Stats,
     Sum,
@@ -49,10 +50,17 @@ class BoundedWatermark(_Strict):
     bound_ms: Annotated[int, Field(ge=0)]
     emit_every_ms: PositiveInt | None = None
     idle_timeout_ms: PositiveInt | None = None
+    quiet_advance_ms: PositiveInt | None = None
 
 
 class AscendingWatermark(_Strict):
+    """Bounded out-of-orderness with a bound of 0: the watermark is the largest
+    timestamp seen minus 1."""
+
     type: Literal["ascending"]
+    emit_every_ms: PositiveInt | None = None
+    idle_timeout_ms: PositiveInt | None = None
+    quiet_advance_ms: PositiveInt | None = None
 
 
 class ExplicitWatermark(_Strict):
@@ -61,11 +69,23 @@ class ExplicitWatermark(_Strict):
     type: Literal["none"]
 
 
+def _offset_within(offset_ms: int, period_ms: int | None, period: str) -> int:
+    # Checked here rather than by the assigner so the error names the field.
+    if period_ms is not None and abs(offset_ms) >= period_ms:
+        raise ValueError(f"abs(offset_ms) must be smaller than {period} ({period_ms})")
+    return offset_ms
+
+
 class TumblingSpec(_Strict):
     type: Literal["tumbling"]
     size_ms: PositiveInt
     offset_ms: int = 0
     processing_time: bool = False
+
+    @field_validator("offset_ms")
+    @classmethod
+    def _offset(cls, offset_ms: int, info: ValidationInfo) -> int:
+        return _offset_within(offset_ms, info.data.get("size_ms"), "size_ms")
 
 
 class SlidingSpec(_Strict):
@@ -74,6 +94,11 @@ class SlidingSpec(_Strict):
     slide_ms: PositiveInt
     offset_ms: int = 0
     processing_time: bool = False
+
+    @field_validator("offset_ms")
+    @classmethod
+    def _offset(cls, offset_ms: int, info: ValidationInfo) -> int:
+        return _offset_within(offset_ms, info.data.get("slide_ms"), "slide_ms")
 
 
 class SessionSpec(_Strict):
@@ -147,8 +172,16 @@ EvictorSpec = Annotated[CountEvictorSpec | TimeEvictorSpec, Field(discriminator=
 
 
 class FunctionSpec(_Strict):
-    type: Literal["count", "sum", "min", "max", "avg", "stats", "list"]
-    field: str | None = None
+    type: Literal["count", "sum", "min", "max", "avg", "min_max", "stats", "list"]
+    field: Annotated[str | None, Field(validate_default=True)] = None
+
+    @field_validator("field")
+    @classmethod
+    def _needs_field(cls, field: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("type")
+        if field is None and kind not in (None, "count", "list"):
+            raise ValueError(f"function {kind!r} needs the record field to aggregate")
+        return field
 
 
 class ReplaySpec(_Strict):
@@ -186,9 +219,11 @@ class ReplaySpec(_Strict):
     def watermark_strategy(self) -> WatermarkStrategy | None:
         w = self.watermark
         if isinstance(w, BoundedWatermark):
-            return BoundedOutOfOrderness(w.bound_ms, w.emit_every_ms, w.idle_timeout_ms)
+            return BoundedOutOfOrderness(
+                w.bound_ms, w.emit_every_ms, w.idle_timeout_ms, w.quiet_advance_ms
+            )
         if isinstance(w, AscendingWatermark):
-            return BoundedOutOfOrderness(0)
+            return BoundedOutOfOrderness(0, w.emit_every_ms, w.idle_timeout_ms, w.quiet_advance_ms)
         return None
 
     def _assigner(self) -> tuple[WindowAssigner, Trigger | None, Evictor | None]:
@@ -258,7 +293,7 @@ def _function(
         return None, _Elements()
     if spec.type == "count":
         return Count(), None
-    if spec.field is None:
+    if spec.field is None:  # the model's validator already said so
         raise ValueError(f"function {spec.type!r} needs a field")
     of = field_getter(spec.field)
     builders: dict[str, Callable[[Callable[[Any], Any]], AggregateFunction[Any, Any, Any]]] = {
@@ -266,6 +301,7 @@ def _function(
         "min": Min,
         "max": Max,
         "avg": Avg,
+        "min_max": MinMax,
         "stats": Stats,
     }
     return builders[spec.type](of), None

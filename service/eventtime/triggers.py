@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from service.eventtime.windows import TimeWindow
+from service.eventtime.windows import MAX_TIME_MS, TimeWindow
 
 
 class TriggerResult(Enum):
@@ -61,6 +61,13 @@ class TriggerContext(Protocol):
 
 
 class Trigger(Protocol):
+    """A custom trigger implements this (subclass :class:`TriggerBase` for defaults).
+
+    Every event-time timer of a window reaches :meth:`on_event_time`, including the
+    operator's cleanup timer at ``end - 1 + allowed_lateness``, as in Flink; a timer
+    a trigger registers at that same instant is that timer, so it is called once.
+    """
+
     def on_element(
         self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
     ) -> TriggerResult: ...
@@ -85,12 +92,17 @@ class Trigger(Protocol):
         ...
 
     def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        """Delete the timers this trigger registered for ``window``."""
+        """Delete the timers this trigger registered for ``window``.
+
+        Called when the window is purged, cleaned up or merged away; the operator
+        empties ``ctx.state`` afterwards (semantics D.10).
+        """
         ...
 
 
-class _Base:
-    """Defaults: ignore what a trigger does not react to; merge by taking the first."""
+class TriggerBase:
+    """Defaults for custom triggers: ignore what a trigger does not react to, refuse
+    merging windows, merge state by taking the first, clear nothing."""
 
     def on_element(
         self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext
@@ -120,7 +132,7 @@ class _Base:
 
 
 @dataclass(frozen=True)
-class EventTimeTrigger(_Base):
+class EventTimeTrigger(TriggerBase):
     """Fire when the watermark passes the window's end - 1 (the default for
     event-time windows); an element arriving after that, within the allowed
     lateness, fires the window again at once."""
@@ -149,7 +161,7 @@ class EventTimeTrigger(_Base):
 
 
 @dataclass(frozen=True)
-class ProcessingTimeTrigger(_Base):
+class ProcessingTimeTrigger(TriggerBase):
     """Fire when the wall clock passes the window's end - 1."""
 
     def on_element(
@@ -176,7 +188,7 @@ class ProcessingTimeTrigger(_Base):
 
 
 @dataclass(frozen=True)
-class CountTrigger(_Base):
+class CountTrigger(TriggerBase):
     """Fire every ``count`` elements; with ``timeout_ms``, also fire that long (in
     processing time) after a window's first element, so a key that never reaches
     ``count`` still emits (semantics D.6)."""
@@ -215,7 +227,10 @@ class CountTrigger(_Base):
         return True
 
     def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        return None
+        # The merged windows' timeouts went with them: the earliest carries over.
+        deadline = ctx.state.get("deadline")
+        if deadline is not None:
+            ctx.register_processing_time_timer(deadline)
 
     def merge_state(self, states: list[dict[str, Any]]) -> dict[str, Any]:
         merged: dict[str, Any] = {"count": sum(s.get("count", 0) for s in states)}
@@ -235,9 +250,16 @@ class CountTrigger(_Base):
 
 
 @dataclass(frozen=True)
-class ContinuousEventTimeTrigger(_Base):
+class ContinuousEventTimeTrigger(TriggerBase):
     """Early firing: FIRE every ``interval_ms`` of watermark progress while the window
-    is open, and at its end (the seeds' early results, semantics D.8)."""
+    is open, and at its end (the seeds' early results, semantics D.8).
+
+    As in current Flink, the interval timers stop at the window's last instant
+    (``min(next, end - 1)``), so the trigger does not fire again past the end while
+    the window waits out its allowed lateness. Once the watermark is beyond every
+    window (the end of a bounded input) the next firing is the window's last one:
+    stepping interval by interval to a global window's end would never finish.
+    """
 
     interval_ms: int
 
@@ -253,18 +275,23 @@ class ContinuousEventTimeTrigger(_Base):
         ctx.register_event_time_timer(window.max_timestamp_ms)
         if "next" not in ctx.state:
             start = timestamp_ms - timestamp_ms % self.interval_ms
-            ctx.state["next"] = start + self.interval_ms
-            ctx.register_event_time_timer(ctx.state["next"])
+            self._schedule(start + self.interval_ms, window, ctx)
         return CONTINUE
 
     def on_event_time(self, time_ms: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
         if time_ms == window.max_timestamp_ms:
             return FIRE
         if ctx.state.get("next") == time_ms:
-            ctx.state["next"] = time_ms + self.interval_ms
-            ctx.register_event_time_timer(ctx.state["next"])
+            upcoming = time_ms + self.interval_ms
+            if ctx.watermark_ms >= MAX_TIME_MS:
+                upcoming = window.max_timestamp_ms
+            self._schedule(upcoming, window, ctx)
             return FIRE
         return CONTINUE
+
+    def _schedule(self, time_ms: int, window: TimeWindow, ctx: TriggerContext) -> None:
+        ctx.state["next"] = min(time_ms, window.max_timestamp_ms)
+        ctx.register_event_time_timer(ctx.state["next"])
 
     @property
     def can_merge(self) -> bool:
@@ -288,7 +315,7 @@ class ContinuousEventTimeTrigger(_Base):
 
 
 @dataclass(frozen=True)
-class PurgingTrigger(_Base):
+class PurgingTrigger(TriggerBase):
     """Wraps a trigger and turns each FIRE into FIRE_AND_PURGE (emit, then forget)."""
 
     inner: Trigger
@@ -321,7 +348,7 @@ class PurgingTrigger(_Base):
 
 
 @dataclass(frozen=True)
-class NeverTrigger(_Base):
+class NeverTrigger(TriggerBase):
     """The global window's default: nothing fires unless another trigger is set."""
 
     @property

@@ -78,17 +78,17 @@ def Ascending(
 
 
 class BoundedGenerator:
-    __slots__ = ("_bound_ms", "_max_timestamp_ms", "_quiet_advance_ms", "_watermark_ms")
+    __slots__ = ("_bound_ms", "_max_seen_ms", "_quiet_advance_ms", "_watermark_ms")
 
     def __init__(self, bound_ms: int, quiet_advance_ms: int | None = None) -> None:
         self._bound_ms = bound_ms
         self._quiet_advance_ms = quiet_advance_ms
-        self._max_timestamp_ms: int | None = None
+        self._max_seen_ms = MIN_WATERMARK  # nothing seen yet: any timestamp is newer
         self._watermark_ms = MIN_WATERMARK
 
     def on_event(self, timestamp_ms: int, value: Any = None) -> None:
-        if self._max_timestamp_ms is None or timestamp_ms > self._max_timestamp_ms:
-            self._max_timestamp_ms = timestamp_ms
+        if timestamp_ms > self._max_seen_ms:
+            self._max_seen_ms = timestamp_ms
             candidate = timestamp_ms - self._bound_ms - 1
             if candidate > self._watermark_ms:
                 self._watermark_ms = candidate
@@ -105,13 +105,14 @@ class BoundedGenerator:
 
     @property
     def max_timestamp_ms(self) -> int | None:
-        return self._max_timestamp_ms
+        return None if self._max_seen_ms == MIN_WATERMARK else self._max_seen_ms
 
     def snapshot(self) -> dict[str, Any]:
-        return {"max_timestamp_ms": self._max_timestamp_ms, "watermark_ms": self._watermark_ms}
+        return {"max_timestamp_ms": self.max_timestamp_ms, "watermark_ms": self._watermark_ms}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        self._max_timestamp_ms = snapshot.get("max_timestamp_ms")
+        saved = snapshot.get("max_timestamp_ms")
+        self._max_seen_ms = max(self._max_seen_ms, MIN_WATERMARK if saved is None else int(saved))
         self._watermark_ms = max(self._watermark_ms, int(snapshot["watermark_ms"]))
 
 
@@ -212,9 +213,13 @@ class WatermarkTracker:
         simple = simple and strategy.idle_timeout_ms is None
         simple = simple and getattr(strategy, "quiet_advance_ms", None) is None
         self._only = next(iter(self._generators.values())) if simple else None
+        self._bounded = self._only if isinstance(self._only, BoundedGenerator) else None
 
     def on_event(self, input_name: str, timestamp_ms: int, value: Any, now_ms: int) -> bool:
         """Observe a record; True if the emitted watermark advanced."""
+        bounded = self._bounded
+        if bounded is not None and timestamp_ms <= bounded._max_seen_ms:
+            return False  # not newer than the newest: nothing can move (a shortcut)
         only = self._only
         if only is not None:
             only.on_event(timestamp_ms, value)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,7 +20,8 @@ import orjson
 from pydantic import ValidationError
 
 from service.errors import ConfigError, EddyError
-from service.eventtime.harness import Emission, WindowHarness
+from service.eventtime.harness import ProcessHarness, WindowHarness
+from service.eventtime.process_spec import ProcessReplaySpec
 from service.eventtime.spec import ReplaySpec, field_getter
 
 
@@ -33,7 +34,10 @@ class _BadTimestamp(TypeError):
     """A record's timestamp field is not integer milliseconds."""
 
 
-def load_spec(path: Path) -> ReplaySpec:
+AnySpec = ReplaySpec | ProcessReplaySpec
+
+
+def load_spec(path: Path) -> AnySpec:
     try:
         raw = orjson.loads(path.read_bytes())
     except OSError as exc:
@@ -41,8 +45,13 @@ def load_spec(path: Path) -> ReplaySpec:
     except orjson.JSONDecodeError as exc:
         raise ConfigError(f"spec {path} is not JSON: {exc}") from None
     try:
-        spec = ReplaySpec.model_validate(raw)
-        spec.window_spec()  # reject impossible combinations now, not mid-input
+        spec: AnySpec
+        if isinstance(raw, dict) and raw.get("kind") == "process":
+            spec = ProcessReplaySpec.model_validate(raw)
+            spec.build_function()  # reject an unknown function now, not mid-input
+        else:
+            spec = ReplaySpec.model_validate(raw)
+            spec.window_spec()  # reject impossible combinations now, not mid-input
     except ValidationError as exc:
         problems = "; ".join(
             f"{_field_path(raw, e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
@@ -95,12 +104,72 @@ def harness_for(spec: ReplaySpec) -> WindowHarness:
         timestamp_ms=timestamp_ms,
         watermark=spec.watermark_strategy(),
         late_output=spec.late_output,
+        inputs=spec.inputs or ("input",),
     )
 
 
-def replay(spec: ReplaySpec, lines: Iterable[bytes]) -> Iterator[Emission]:
-    """Feed ``lines`` to a harness; yield emissions as they happen."""
-    harness = harness_for(spec)
+def process_harness_for(spec: ProcessReplaySpec) -> ProcessHarness:
+    keys = [field_getter(i.key) for i in spec.inputs]
+    stamps = [None if i.timestamp is None else field_getter(i.timestamp) for i in spec.inputs]
+
+    def key_of(n: int) -> Callable[[Any], str]:
+        return lambda record: str(keys[n](record))
+
+    def timestamp_of(n: int) -> Callable[[Any], int | None]:
+        def timestamp_ms(record: Any) -> int | None:
+            getter = stamps[n]
+            if getter is None:
+                return None  # this input has no event time
+            value = getter(record)
+            if type(value) is not int:
+                name = spec.inputs[n].timestamp
+                raise _BadTimestamp(f"field {name!r} is {value!r}, not integer milliseconds")
+            return int(value)
+
+        return timestamp_ms
+
+    return ProcessHarness(
+        spec.build_function(),
+        key=[key_of(n) for n in range(len(spec.inputs))],
+        timestamp_ms=[timestamp_of(n) for n in range(len(spec.inputs))],
+        watermark=spec.watermark_strategy(),
+        inputs=[i.name for i in spec.inputs],
+    )
+
+
+class _ProcessOutputs:
+    """Adapts the process harness's emissions to the replay's JSON lines."""
+
+    def __init__(self, harness: ProcessHarness) -> None:
+        self._harness = harness
+
+    def __len__(self) -> int:
+        return len(self._harness.outputs)
+
+    def __getitem__(self, index: slice) -> list[Any]:
+        return [
+            _Line({"output": e.output, "key": e.key, "value": e.value})
+            for e in self._harness.outputs[index]
+        ]
+
+
+class _Line:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+
+    def to_json(self) -> dict[str, Any]:
+        return self._body
+
+
+def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[Any]:
+    """Feed ``lines`` to a harness; yield emissions (with ``to_json``) as they happen."""
+    harness: WindowHarness | ProcessHarness
+    if isinstance(spec, ProcessReplaySpec):
+        harness = process_harness_for(spec)
+        outputs: Any = _ProcessOutputs(harness)
+    else:
+        harness = harness_for(spec)
+        outputs = harness.outputs
     emitted = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -108,11 +177,11 @@ def replay(spec: ReplaySpec, lines: Iterable[bytes]) -> Iterator[Emission]:
         item = _parse(line, number)
         with _reported(f"line {number}"):
             _feed(harness, item, number)
-        yield from harness.outputs[emitted:]
-        emitted = len(harness.outputs)
+        yield from outputs[emitted:]
+        emitted = len(outputs)
     with _reported("at the end of input"):
         harness.end_of_input()
-    yield from harness.outputs[emitted:]
+    yield from outputs[emitted:]
 
 
 @contextlib.contextmanager
@@ -133,22 +202,35 @@ def _parse(line: bytes, number: int) -> dict[str, Any]:
         item = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise ReplayInputError(f"line {number}: not JSON ({exc})") from None
-    if not isinstance(item, dict) or len(item) != 1:
+    ok = isinstance(item, dict) and (
+        len(item) == 1 or (len(item) == 2 and "record" in item and "input" in item)
+    )
+    if not ok:
         raise ReplayInputError(
-            f'line {number}: expected one of {{"record": ...}}, {{"watermark": ms}}, '
-            '{"processing_time": ms}'
+            f'line {number}: expected one of {{"record": ...[, "input": name]}}, '
+            '{"watermark": ms}, {"processing_time": ms}, {"broadcast": ...}'
         )
-    return item
+    return dict(item)
 
 
-def _feed(harness: WindowHarness, item: dict[str, Any], number: int) -> None:
+def _feed(harness: WindowHarness | ProcessHarness, item: dict[str, Any], number: int) -> None:
+    source = item.pop("input", None)
+    if source is not None and source not in harness.inputs:
+        raise ReplayInputError(
+            f"line {number}: unknown input {source!r}; the spec has {', '.join(harness.inputs)}"
+        )
     ((kind, value),) = item.items()
+    if kind == "broadcast":
+        if not isinstance(harness, ProcessHarness):
+            raise ReplayInputError(f"line {number}: broadcast lines need a process spec")
+        harness.broadcast(value)
+        return
     if kind == "record" and not isinstance(value, dict):
         raise ReplayInputError(f"line {number}: a record must be a JSON object, got {value!r}")
     if kind in ("watermark", "processing_time") and type(value) is not int:
         raise ReplayInputError(f"line {number}: {kind!r} must be integer milliseconds")
     if kind == "record":
-        harness.record(value)
+        harness.record(value, source)
     elif kind == "watermark":
         harness.watermark(value)
     elif kind == "processing_time":

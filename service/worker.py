@@ -21,9 +21,11 @@ from service.errors import ConfigError, EddyError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.metrics import Metrics
 from service.pipeline.base import Pipeline
+from service.pipeline.copartition import co_partition
 from service.queries import StateValue, UnknownKeyError, WindowPage, window_results
 from service.runtime.engine import PipelineRuntime
 from service.settings import Settings, load_settings
+from service.topics import TopicSpec, ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +53,10 @@ class Worker:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
-        self.runtimes = {
-            p.name: PipelineRuntime(p, settings, self.metrics, self.clock) for p in pipelines
-        }
+        self._pipelines = list(pipelines)
+        # Built in start(): co-partitioning a join's inputs needs to ask Kafka first.
+        self.runtimes: dict[str, PipelineRuntime] = {}
+        self._started = False
         self.api_port: int | None = None
         self._server: _Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -69,15 +72,33 @@ class Worker:
         )
         self._server = _Server(config)
         self._tasks.append(asyncio.create_task(self._server.serve([sock]), name="api"))
+        pipelines = await self._co_partitioned(self._pipelines)
+        self.runtimes = {
+            p.name: PipelineRuntime(p, self.settings, self.metrics, self.clock) for p in pipelines
+        }
         for runtime in self.runtimes.values():
             await runtime.start()
             self._tasks.append(asyncio.create_task(runtime.run(), name=runtime.name))
+        self._started = True
         log.info(
             "worker %s started; API on http://%s:%d",
             self.worker_id,
             self.settings.api_host,
             self.api_port,
         )
+
+    async def _co_partitioned(self, pipelines: list[Pipeline]) -> list[Pipeline]:
+        joined = [t for p in pipelines if len(p.sources) > 1 for t in p.sources]
+        if not joined:
+            return pipelines
+        n = self.settings.partitions
+        counts = await ensure_topics(
+            self.settings, [TopicSpec(t, n, exact_partitions=False) for t in joined]
+        )
+        result, repartition = co_partition(pipelines, counts, self.settings.app_id)
+        if repartition:
+            await ensure_topics(self.settings, [TopicSpec(t, c) for t, c in repartition.items()])
+        return result
 
     async def wait(self) -> None:
         """Return when :meth:`request_stop` is called; raise if a component died."""
@@ -122,7 +143,8 @@ class Worker:
             }
             for name, rt in self.runtimes.items()
         }
-        return all(rt.ready for rt in self.runtimes.values()) and self.is_live(), detail
+        ready = self._started and all(rt.ready for rt in self.runtimes.values())
+        return ready and self.is_live(), detail
 
     def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
         runtime = self._runtime("sensor_averages")

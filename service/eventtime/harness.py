@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.eventtime.joins import tag
 from service.eventtime.keyed import MAX_WATERMARK, KeyedWindows
 from service.eventtime.memory import MemoryStateBackend, MemoryTimerStore, MemoryWindowState
 from service.eventtime.operator import WindowSpec
@@ -52,7 +53,9 @@ class WindowHarness:
         watermark: WatermarkStrategy | None = None,
         late_output: str | None = None,
         processing_time_ms: int = 0,
+        inputs: Sequence[str] = ("input",),
     ) -> None:
+        self.inputs = tuple(inputs)
         self.state = MemoryWindowState()
         self.event_timers = MemoryTimerStore()
         self.processing_timers = MemoryTimerStore()
@@ -64,6 +67,7 @@ class WindowHarness:
             state=self.state,
             event_timers=self.event_timers,
             processing_timers=self.processing_timers,
+            inputs=self.inputs,
         )
         self.late_output = late_output
         self.outputs: list[Emission] = []
@@ -75,10 +79,15 @@ class WindowHarness:
     def watermark_ms(self) -> int:
         return self.windows.watermark_ms
 
-    def record(self, value: Any) -> None:
+    def record(self, value: Any, input: str | None = None) -> None:
+        """Feed one record; with two inputs (a window join), say which one. Joined
+        records enter the window tagged with their side (``joins.tag``)."""
+        name = self.inputs[0] if input is None else input
         key = self.key(value)
+        timestamp_ms = self.timestamp_ms(value)
+        element = value if len(self.inputs) == 1 else tag(self.inputs.index(name), value)
         results, late = self.windows.on_record(
-            key, self.timestamp_ms(value), value, self.processing_time_ms
+            key, timestamp_ms, element, self.processing_time_ms, name
         )
         if late:
             if self.late_output is None:
@@ -118,7 +127,9 @@ class ProcessHarness:
         function: Any,
         *,
         key: Callable[[Any], str] | Sequence[Callable[[Any], str]],
-        timestamp_ms: Callable[[Any], int] | Sequence[Callable[[Any], int]] | None = None,
+        timestamp_ms: Callable[[Any], int | None]
+        | Sequence[Callable[[Any], int | None]]
+        | None = None,
         watermark: WatermarkStrategy | None = None,
         inputs: Sequence[str] = ("input",),
         processing_time_ms: int = 0,

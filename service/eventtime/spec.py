@@ -28,6 +28,7 @@ from service.eventtime.functions import (
     TimeEvictor,
     WindowContext,
 )
+from service.eventtime.joins import window_cogroup, window_join
 from service.eventtime.operator import WindowSpec
 from service.eventtime.triggers import (
     ContinuousEventTimeTrigger,
@@ -172,14 +173,16 @@ EvictorSpec = Annotated[CountEvictorSpec | TimeEvictorSpec, Field(discriminator=
 
 
 class FunctionSpec(_Strict):
-    type: Literal["count", "sum", "min", "max", "avg", "min_max", "stats", "list"]
+    type: Literal[
+        "count", "sum", "min", "max", "avg", "min_max", "stats", "list", "join", "cogroup"
+    ]
     field: Annotated[str | None, Field(validate_default=True)] = None
 
     @field_validator("field")
     @classmethod
     def _needs_field(cls, field: str | None, info: ValidationInfo) -> str | None:
         kind = info.data.get("type")
-        if field is None and kind not in (None, "count", "list"):
+        if field is None and kind not in (None, "count", "list", "join", "cogroup"):
             raise ValueError(f"function {kind!r} needs the record field to aggregate")
         return field
 
@@ -199,6 +202,7 @@ class ReplaySpec(_Strict):
     allowed_lateness_ms: Annotated[int, Field(ge=0)] = 0
     late_output: str | None = None
     function: FunctionSpec
+    inputs: Annotated[list[str], Field(min_length=2, max_length=2)] | None = None
 
     def window_spec(self) -> WindowSpec:
         assigner, trigger, evictor = self._assigner()
@@ -206,6 +210,20 @@ class ReplaySpec(_Strict):
             trigger = build_trigger(self.trigger)
         if self.evictor is not None:
             evictor = _evictor(self.evictor)
+        if self.function.type in ("join", "cogroup"):
+            if self.inputs is None:
+                raise ValueError(f"function {self.function.type!r} needs two inputs")
+            join = window_join if self.function.type == "join" else window_cogroup
+            spec = join(assigner, allowed_lateness_ms=self.allowed_lateness_ms)
+            return WindowSpec(
+                assigner,
+                process=spec.process,
+                trigger=trigger,
+                evictor=evictor,
+                allowed_lateness_ms=self.allowed_lateness_ms,
+            )
+        if self.inputs is not None:
+            raise ValueError("two inputs need the function 'join' or 'cogroup'")
         aggregate, process = _function(self.function)
         return WindowSpec(
             assigner,

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from service.eventtime.process import Emitted, ProcessOperator
 from service.eventtime.watermarks import WatermarkStrategy
 from service.pipeline.base import InputRecord, Output
+from service.pipeline.markers import marker_of
 from service.records import DecodeError, decode_model
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
 from tables.keyed import StoredStateBackend, state_table
@@ -116,6 +117,10 @@ class ProcessLogic:
         self.broadcast_offsets = {int(p): o for p, o in saved.get("broadcast", {}).items()}
 
     def process(self, record: InputRecord, out: Output) -> None:
+        if marker_of(record) is not None:
+            # A repartitioned input (see repartition.py): its records carry their own
+            # event time, which is what this logic's watermark follows.
+            return
         index = self._d.input_index(record.topic)
         source = self._d.inputs[index]
         decoded = self._decode(source, record, out)

@@ -22,23 +22,9 @@ import orjson
 from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
 from service.pipeline.base import InputRecord, Output
 from service.pipeline.keyed import META, Input
+from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK
 from service.records import DecodeError, decode_model
 from tables.store import PartitionStore, PartitionTransaction
-
-WATERMARK = "eddy.watermark"
-UPSTREAM = "eddy.upstream"
-UPSTREAMS = "eddy.upstreams"
-
-
-def marker_of(record: InputRecord) -> tuple[int, int, int] | None:
-    """``(upstream task, upstream tasks, watermark)`` if ``record`` is a marker."""
-    headers = record.headers
-    if not headers or record.value:
-        return None
-    found = dict(headers)
-    if WATERMARK not in found:
-        return None
-    return int(found[UPSTREAM]), int(found[UPSTREAMS]), int(found[WATERMARK])
 
 
 @dataclass(frozen=True)

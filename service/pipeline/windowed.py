@@ -21,7 +21,7 @@ from service.eventtime.keyed import KeyedWindows
 from service.eventtime.watermarks import WatermarkStrategy
 from service.eventtime.windows import MAX_TIME_MS
 from service.pipeline.base import InputRecord, Output
-from service.pipeline.repartition import marker_of
+from service.pipeline.markers import marker_of
 from service.records import DecodeError, decode_model
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
 from tables.store import PartitionStore, PartitionTransaction, TableSpec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -83,7 +84,6 @@ async def test_thresholds_set_through_the_control_topic_reach_every_task(
         for t, temp in ((1, 70.0), (2, 71.0), (3, 75.0)):  # +1 (quiet), then +4 (alert)
             rows.append(SensorReading(sensor_id=s, timestamp_ms=t, temperature=temp))
     # The control topic is read first on start and between batches; give it a moment.
-    import asyncio
 
     await asyncio.sleep(2)
     await produce(settings, names["readings"], [encode(r) for r in rows])
@@ -127,5 +127,37 @@ async def test_a_co_process_function_joins_two_co_partitioned_inputs(
             ("sensor_2", 0.0),
             ("sensor_2", 2.0),
         ]
+    finally:
+        await worker.stop()
+
+
+async def test_inputs_with_different_partition_counts_are_re_keyed_not_joined_wrongly(
+    tmp_path: Path, names: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = unique_settings(tmp_path)
+    await ensure_topics(
+        settings, [TopicSpec(names["readings"], 6), TopicSpec(names["switches"], 2)]
+    )
+    pipeline = KeyedProcess(
+        name="filter2",
+        inputs=[
+            Input(names["readings"], SensorReading, key=lambda r: r.sensor_id),
+            Input(names["switches"], Switch, key=lambda s: s.sensor_id),
+        ],
+        function=ReadingFilter(),
+        outputs={"main": names["alerts"]},
+    )
+    with caplog.at_level("WARNING", logger="service.pipeline.copartition"):
+        worker = await start(settings, pipeline)
+    try:
+        assert any("not co-partitioned" in r.message for r in caplog.records)
+        sensors = [f"sensor_{i}" for i in range(8)]  # the switches' 2 partitions vs 6
+        switches = [encode(Switch(sensor_id=s, duration_ms=60_000)) for s in sensors]
+        await produce(settings, names["switches"], switches)
+        await asyncio.sleep(3)  # re-keyed and applied before the readings come
+        readings = [SensorReading(sensor_id=s, timestamp_ms=1, temperature=1.0) for s in sensors]
+        await produce(settings, names["readings"], [encode(r) for r in readings])
+        out = await read_all(settings, names["alerts"], min_records=len(sensors))
+        assert sorted(orjson.loads(r.value)["sensor_id"] for r in out) == sorted(sensors)
     finally:
         await worker.stop()

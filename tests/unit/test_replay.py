@@ -29,6 +29,11 @@ def test_the_seeds_examples_are_all_there() -> None:
         "session-3s",
         "count-timeout",
         "sliding-gap",
+        "temp-increase",
+        "thresholds-broadcast",
+        "interval-join",
+        "join-002",
+        "window-join",
     }
 
 
@@ -265,3 +270,43 @@ def test_a_missing_input_file_is_one_line(
     spec.write_text(json.dumps(COUNT_5S))
     assert main(["replay", "--spec", str(spec), "--input", str(tmp_path / "nope.jsonl")]) == 2
     assert "cannot read or write" in capsys.readouterr().err
+
+
+def test_a_process_spec_with_an_unknown_function_is_one_clear_line(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.spec.json"
+    spec.write_text(
+        '{"kind": "process", "function": "agents.sensor_functions:Nope",'
+        ' "inputs": [{"name": "in", "key": "k"}]}'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "replay", "--spec", str(spec), "--input", str(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"eddy: spec {spec}: function: 'agents.sensor_functions' has no 'Nope'"
+    ]
+
+
+def test_records_of_an_input_the_spec_does_not_have_are_rejected(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"record": {"k": "a", "n": 1}, "input": "middle"}\n')
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "replay",
+            "--spec",
+            str(EXAMPLES / "join-002.spec.json"),
+            "--input",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "line 1: unknown input 'middle'; the spec has left, right" in done.stderr

@@ -1,4 +1,9 @@
-"""Eddy's pipelines, one module each. ``build_pipelines`` is what a worker runs."""
+"""Eddy's pipelines, one module each. ``build_pipelines`` is what a worker runs.
+
+``EDDY_PIPELINES`` picks from :data:`PIPELINES` (all reference pipelines by
+default). A name maps to ``module:function``; the function builds the pipeline
+from the settings.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,24 @@ if TYPE_CHECKING:
     from service.pipeline.base import Pipeline
     from service.settings import Settings
 
-# name -> module with ``build(settings) -> Pipeline``; EDDY_PIPELINES picks from these.
 PIPELINES = {
-    "sensor_averages": "agents.sensor_averages",
-    "eos_checker": "agents.eos_checker",
+    "sensor_averages": "agents.sensor_averages:build",
+    "sensor_minmax": "agents.sensor_minmax:build",
+    "sensor_alerts": "agents.sensor_alerts:build",
+    "sensor_counts": "agents.sensor_counts:build",
+    "vehicle_speed": "agents.vehicle_speed:build",
+    "hashtags": "agents.hashtags:build_extract",
+    "hashtag_counts": "agents.hashtags:build_counts",
+    "team_powerups": "agents.team_powerups:build",
+    "eos_checker": "agents.eos_checker:build",
 }
 
 
+def builder(name: str) -> Callable[[Settings], Pipeline]:
+    module, _, function = PIPELINES[name].partition(":")
+    build: Callable[[Settings], Pipeline] = getattr(import_module(module), function)
+    return build
+
+
 def build_pipelines(settings: Settings) -> list[Pipeline]:
-    builders: list[Callable[[Settings], Pipeline]] = [
-        import_module(PIPELINES[name]).build for name in settings.pipelines
-    ]
-    return [build(settings) for build in builders]
+    return [builder(name)(settings) for name in settings.pipelines]

@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from api import errors
 from api.backend import Backend
-from api.routes import health, metrics, sensors, state
+from api.routes import health, metrics, pipelines, sensors, state
 
 
 def create_app(backend: Backend) -> FastAPI:
@@ -21,4 +21,5 @@ def create_app(backend: Backend) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(sensors.router)
     app.include_router(state.router)
+    app.include_router(pipelines.router)
     return app

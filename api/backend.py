@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from service.queries import StateValue, WindowPage
+from service.queries import StateValue, WindowPage, WindowTop
 
 
 class Backend(Protocol):
@@ -23,6 +23,16 @@ class Backend(Protocol):
     def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
         """Raises ``service.queries.QueryError`` subclasses."""
         ...
+
+    def windows(
+        self, pipeline: str, key: str, from_ms: int, to_ms: int, limit: int
+    ) -> WindowPage: ...
+
+    def window_key_state(self, pipeline: str, key: str) -> StateValue: ...
+
+    def window_top(
+        self, pipeline: str, window_start_ms: int | None, size_ms: int, n: int, field: str
+    ) -> WindowTop: ...
 
     def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
         """Raises ``service.queries.QueryError`` subclasses."""

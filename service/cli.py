@@ -88,14 +88,55 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run one worker: agents + REST API")
     worker.set_defaults(handler=_worker)
 
-    simulate = commands.add_parser("simulate", help="produce simulated sensor readings")
-    simulate.add_argument("--sensors", type=int, default=10, help="number of sensors")
-    simulate.add_argument("--rate", type=float, default=100.0, help="readings per second")
-    simulate.add_argument("--seed", type=int, default=None, help="makes the run repeatable")
-    simulate.add_argument("--count", type=int, default=None, help="stop after N readings")
+    simulate = commands.add_parser(
+        "simulate",
+        help="produce simulated records: sensors (+ thresholds), vehicles, tweets, game",
+        description="Send simulated records to Kafka, paced to the wall clock (event time "
+        "follows it) unless --fast. Scenarios run concurrently; --count bounds each "
+        "scenario's main stream (readings, OBD records, tweets, game events).",
+    )
+    simulate.add_argument(
+        "--scenario",
+        default="sensors",
+        help="comma-separated: sensors, vehicles, tweets, game, thresholds, or all "
+        "(thresholds come with sensors; default: %(default)s)",
+    )
+    simulate.add_argument(
+        "--sensors", type=int, default=10, help="sensors: number of sensors (%(default)s)"
+    )
+    simulate.add_argument(
+        "--rate", type=float, default=100.0, help="sensors: readings/s (%(default)s)"
+    )
+    simulate.add_argument(
+        "--no-thresholds", action="store_true", help="sensors: send no threshold updates"
+    )
+    simulate.add_argument(
+        "--vehicles", type=int, default=5, help="vehicles: how many (%(default)s)"
+    )
+    simulate.add_argument(
+        "--users", type=int, default=50, help="tweets: number of users (%(default)s)"
+    )
+    simulate.add_argument(
+        "--tweet-rate", type=float, default=20.0, help="tweets: tweets per second (%(default)s)"
+    )
+    simulate.add_argument(
+        "--teams", type=int, default=4, help="game: number of teams (%(default)s)"
+    )
+    simulate.add_argument(
+        "--players", type=int, default=5, help="game: players per team (%(default)s)"
+    )
+    simulate.add_argument(
+        "--seed", type=int, default=None, help="makes the run repeatable (random if unset)"
+    )
+    simulate.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="stop each scenario after N main-stream records (default: endless)",
+    )
     simulate.add_argument("--duration", type=float, default=None, help="stop after N seconds")
     simulate.add_argument(
-        "--start-ms", type=int, default=None, help="event time of the first reading"
+        "--start-ms", type=int, default=None, help="event time of the start (default: now)"
     )
     simulate.add_argument(
         "--fast", action="store_true", help="send as fast as possible (no real-time pacing)"

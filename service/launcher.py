@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -79,18 +80,27 @@ async def _wait_ready(base: str, worker: Child, timeout_s: float = 120.0) -> Non
 
 
 def _status_line(elapsed_s: float, now: dict[str, Any], before: dict[str, Any], dt_s: float) -> str:
-    p = now["pipelines"]["sensor_averages"]
-    q = before["pipelines"]["sensor_averages"] if before else None
-    rate = (p["records_in"] - q["records_in"]) / dt_s if q and dt_s > 0 else 0.0
-    new_windows = p["windows_emitted"] - (q["windows_emitted"] if q else 0)
-    lag = p["max_watermark_lag_ms"]
-    lag_text = "n/a" if lag is None else f"{lag / 1000:.1f} s"
+    """One line: totals over all pipelines, then records/s per pipeline."""
+    pipelines: dict[str, Any] = now["pipelines"]
+    previous: dict[str, Any] = before.get("pipelines", {}) if before else {}
+
+    def rate(name: str) -> float:
+        q = previous.get(name)
+        if q is None or dt_s <= 0:
+            return 0.0
+        return float(pipelines[name]["records_in"] - q["records_in"]) / dt_s
+
+    lags = [p["max_watermark_lag_ms"] for p in pipelines.values()]
+    known = [lag for lag in lags if lag is not None]
+    lag_text = f"{max(known) / 1000:.1f} s" if known else "n/a"
+    total = sum(int(p["windows_emitted"]) for p in pipelines.values())
+    late = sum(int(p["late_records"]) for p in pipelines.values())
+    dead = sum(int(p["dead_letters"]) for p in pipelines.values())
+    rates = " ".join(f"{name} {rate(name):.0f}/s" for name in pipelines)
     return (
         f"[{int(elapsed_s) // 60:02d}:{int(elapsed_s) % 60:02d}] "
-        f"readings in {rate:7.1f}/s | windows emitted {int(p['windows_emitted'])} "
-        f"(+{int(new_windows)}) | watermark lag {lag_text} | "
-        f"late {int(p['late_records'])} | dead-lettered {int(p['dead_letters'])} | "
-        f"partitions {len(p['partitions'])}"
+        f"in: {rates} | windows emitted {total} | worst watermark lag {lag_text} | "
+        f"late {late} | dead-lettered {dead}"
     )
 
 
@@ -119,13 +129,45 @@ async def _monitor(base: str, children: list[Child], duration_s: float | None) -
             before, before_at = now, at
 
 
+# What `make run` suggests trying, per pipeline (README has the same lines).
+CURL_EXAMPLES = {
+    "sensor_averages": "/sensors/sensor_1/windows",
+    "sensor_minmax": "/sensors/sensor_1/minmax",
+    "sensor_counts": "/sensors/sensor_1/counts",
+    "sensor_alerts": "/sensors/sensor_1/alerts",
+    "vehicle_speed": "/vehicles/vehicle_1/agreement",
+    "hashtag_counts": "/hashtags/top?n=5",
+    "team_powerups": "/teams/team_1/powerups",
+}
+
+# The simulator scenario that feeds each pipeline.
+SCENARIO_OF = {
+    "sensor_averages": "sensors",
+    "sensor_minmax": "sensors",
+    "sensor_counts": "sensors",
+    "sensor_alerts": "sensors",
+    "vehicle_speed": "vehicles",
+    "hashtags": "tweets",
+    "hashtag_counts": "tweets",
+    "team_powerups": "game",
+}
+
+
+def simulator_scenarios(pipelines: Sequence[str]) -> list[str]:
+    """Scenarios to simulate for the enabled pipelines, in a stable order."""
+    wanted = {SCENARIO_OF[p] for p in pipelines if p in SCENARIO_OF}
+    return [s for s in ("sensors", "vehicles", "tweets", "game") if s in wanted]
+
+
 def _print_banner(settings: Settings, base: str, logs: Path) -> None:
     console.print(
         f"[bold green]Eddy is running[/] (worker {settings.worker_id}, "
         f"{settings.processing_guarantee.value})"
     )
     console.print(f"  REST API      {base}   (OpenAPI: {base}/docs)")
-    console.print(f"  windows       curl {base}/sensors/sensor_1/windows")
+    for pipeline, path in CURL_EXAMPLES.items():
+        if pipeline in settings.pipelines:
+            console.print(f"  {pipeline:<15} curl {base}{path}")
     console.print(f"  metrics       {base}/metrics")
     console.print(f"  health        {base}/healthz   {base}/readyz")
     console.print(f"  Kafka         {settings.bootstrap_servers}")
@@ -147,7 +189,10 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
         children.append(worker)
         with console.status("waiting for the worker to join and restore its state..."):
             await _wait_ready(base, worker)
-        children.append(_spawn("simulator", ["simulate", "--rate", str(rate)], logs))
+        scenarios = simulator_scenarios(settings.pipelines)
+        if scenarios:
+            simulate = ["simulate", "--scenario", ",".join(scenarios), "--rate", str(rate)]
+            children.append(_spawn("simulator", simulate, logs))
         _print_banner(settings, base, logs)
         await _monitor(base, children, duration_s)
         return 0

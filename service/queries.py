@@ -13,13 +13,16 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from service.pipeline.windowed import RESULTS
+from service.eventtime import TimeWindow
+from service.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
 from service.runtime.engine import PipelineRuntime
 from service.runtime.task import Task
-from tables.codecs import key_prefix, window_key_range
+from tables.codecs import key_prefix, window_key_range, window_prefix
 from tables.keyed import state_table
-from tables.store import PartitionStore
-from tables.windows import window_table
+from tables.store import PartitionStore, TableSpec
+from tables.windows import key_state_table, window_table
+
+KEY_STATE = key_state_table("keystate")
 
 
 class QueryError(Exception):
@@ -83,12 +86,52 @@ class StateValue:
 
 def state_value(runtime: PipelineRuntime, state: str, key: str) -> StateValue:
     """The committed value of keyed value state ``state`` for ``key``."""
+    return _keyed(runtime, state_table(state), key, f"no {state!r} state for {key!r}")
+
+
+def window_key_state(runtime: PipelineRuntime, key: str) -> StateValue:
+    """A window pipeline's per-key state across windows (process-window functions)."""
+    return _keyed(runtime, KEY_STATE, key, f"no data for {key!r}")
+
+
+def _keyed(
+    runtime: PipelineRuntime, table: TableSpec[str, Any], key: str, missing: str
+) -> StateValue:
     partition, task, store = locate(runtime, key)
-    value = store.get(state_table(state), key)
+    value = store.get(table, key)
     if value is None:
-        raise UnknownKeyError(f"no {state!r} state for {key!r}")
+        raise UnknownKeyError(missing)
     offsets = {tp.topic: o for tp, o in task.committed_offsets.items()}
     return StateValue(key, partition, value, offsets)
+
+
+@dataclass(frozen=True)
+class WindowTop:
+    window: TimeWindow
+    rows: list[dict[str, Any]]
+    partitions: list[int]
+
+
+def window_top(
+    runtime: PipelineRuntime, window_start_ms: int | None, size_ms: int, n: int, field: str
+) -> WindowTop:
+    """The ``n`` results of one window with the largest ``field``, over the partitions
+    this worker serves (``window_start_ms`` None: the newest window that closed)."""
+    stores = [(p, runtime.stores.get(p)) for p in sorted(runtime.tasks)]
+    if window_start_ms is None:
+        closed = [t.logic.watermark_ms for t in runtime.tasks.values()]
+        if not closed:
+            raise PartitionUnavailableError("no partition is served here yet", -1, 1)
+        newest_end = (max(closed) + 1) // size_ms * size_ms
+        window_start_ms = newest_end - size_ms
+    window = TimeWindow(window_start_ms, window_start_ms + size_ms)
+    rows: list[dict[str, Any]] = []
+    prefix = window_prefix(window)
+    for _, store in stores:
+        if store is not None:
+            rows += [value for _, value in store.scan(RESULTS_BY_WINDOW, prefix, prefix + b"\xff")]
+    rows.sort(key=lambda row: (-row[field], str(row)))
+    return WindowTop(window, rows[:n], [p for p, _ in stores])
 
 
 def window_results(

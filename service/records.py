@@ -41,6 +41,45 @@ class SensorReading(BaseModel):
         )
 
 
+class ThresholdUpdate(BaseModel):
+    """The seeds' ``ThresholdUpdate`` on the control topic: 0.0 removes a threshold."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    sensor_id: Annotated[str, Field(min_length=1, max_length=200)]
+    threshold: Annotated[float, Field(ge=0)]
+
+
+class VehicleSpeed(BaseModel):
+    """A vehicle's speed at an instant, from its OBD device or from the driver's phone app."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    vehicle_id: Annotated[str, Field(min_length=1, max_length=200)]
+    timestamp_ms: Annotated[StrictInt, Field(ge=0, le=2**53)]
+    speed_kmh: Annotated[float, Field(ge=0, le=1_000)]
+
+
+class Tweet(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    tweet_id: Annotated[str, Field(min_length=1, max_length=200)]
+    user: Annotated[str, Field(min_length=1, max_length=200)]
+    text: Annotated[str, Field(max_length=10_000)]
+    timestamp_ms: Annotated[StrictInt, Field(ge=0, le=2**53)]
+
+
+class GameEvent(BaseModel):
+    """Bubbles a player popped; phones in a tunnel deliver these late."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    player: Annotated[str, Field(min_length=1, max_length=200)]
+    team: Annotated[str, Field(min_length=1, max_length=200)]
+    ts: Annotated[StrictInt, Field(ge=0, le=2**53)]
+    bubbles: Annotated[StrictInt, Field(ge=0, le=1_000_000)]
+
+
 def decode_model(model: type[M], raw: bytes | None) -> M:
     """Validate ``raw`` JSON as ``model``.
 

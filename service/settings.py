@@ -110,8 +110,26 @@ class Settings(BaseSettings):
         description="How long (event time) window results stay queryable in state.",
     )
     pipelines: Annotated[tuple[str, ...], NoDecode] = Field(
-        ("sensor_averages",),
+        (
+            "sensor_averages",
+            "sensor_minmax",
+            "sensor_alerts",
+            "sensor_counts",
+            "vehicle_speed",
+            "hashtags",
+            "hashtag_counts",
+            "team_powerups",
+        ),
         description="Pipelines this worker runs, comma-separated (see agents/).",
+    )
+    topic_prefix: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9._-]{0,100}$",
+        description="Prefix of the reference pipelines' topics (sensor-alerts, tweets, "
+        "vehicle-obd-speed...): to run several Eddy apps on one cluster.",
+    )
+    speed_tolerance_kmh: float = Field(
+        5.0, ge=0, description="vehicle_speed: the app's speed agrees if within this of OBD."
     )
     checker_topic_prefix: str = Field(
         "eos-checker-",
@@ -159,6 +177,10 @@ class Settings(BaseSettings):
         if len(set(names)) != len(names):
             raise ValueError("the readings, averages, late and dead-letter topics must differ")
         return self
+
+    def topic(self, name: str) -> str:
+        """A reference pipeline's topic, with ``EDDY_TOPIC_PREFIX``."""
+        return f"{self.topic_prefix}{name}"
 
     def to_env(self) -> dict[str, str]:
         """These settings as the environment variables that reproduce them."""

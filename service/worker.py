@@ -150,8 +150,19 @@ class Worker:
         runtime = self._runtime("sensor_averages")
         return window_results(runtime, sensor_id, from_ms, to_ms, limit)
 
+    def windows(self, pipeline: str, key: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
+        return window_results(self._runtime(pipeline), key, from_ms, to_ms, limit)
+
     def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
         return queries.state_value(self._runtime(pipeline), state, key)
+
+    def window_key_state(self, pipeline: str, key: str) -> StateValue:
+        return queries.window_key_state(self._runtime(pipeline), key)
+
+    def window_top(
+        self, pipeline: str, window_start_ms: int | None, size_ms: int, n: int, field: str
+    ) -> queries.WindowTop:
+        return queries.window_top(self._runtime(pipeline), window_start_ms, size_ms, n, field)
 
     def _runtime(self, pipeline: str) -> PipelineRuntime:
         runtime = self.runtimes.get(pipeline)

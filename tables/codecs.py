@@ -52,6 +52,22 @@ def decode_window_key(raw: bytes) -> tuple[str, TimeWindow]:
     return name, TimeWindow(start - _BIAS, end - _BIAS)
 
 
+def encode_window_first(key: tuple[TimeWindow, str]) -> bytes:
+    """``(window, key)``, window first: every key of one window is adjacent."""
+    (start_ms, end_ms), name = key
+    return _TWO_TIMES.pack(start_ms + _BIAS, end_ms + _BIAS) + encode_str(name)
+
+
+def decode_window_first(raw: bytes) -> tuple[TimeWindow, str]:
+    start, end = _TWO_TIMES.unpack_from(raw, 0)
+    name, _ = decode_str(raw, 16)
+    return TimeWindow(start - _BIAS, end - _BIAS), name
+
+
+def window_prefix(window: TimeWindow) -> bytes:
+    return _TWO_TIMES.pack(window.start_ms + _BIAS, window.end_ms + _BIAS)
+
+
 def window_key_range(name: str, from_ms: int, to_ms: int) -> tuple[bytes, bytes]:
     """Byte bounds of the windows of ``name`` whose start is in ``[from_ms, to_ms)``."""
     prefix = encode_str(name)

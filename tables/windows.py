@@ -11,11 +11,13 @@ from tables.codecs import (
     decode_json,
     decode_timer,
     decode_utf8,
+    decode_window_first,
     decode_window_key,
     encode_empty,
     encode_json,
     encode_timer,
     encode_utf8,
+    encode_window_first,
     encode_window_key,
 )
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
@@ -63,6 +65,12 @@ def timer_table(name: str) -> TableSpec[Timer, bool]:
 def results_table(name: str) -> TableSpec[WindowKey, dict[str, Any]]:
     """Emitted window results, kept for queries, keyed ``(key, window)``."""
     return TableSpec(name, encode_window_key, decode_window_key, encode_json, decode_json)
+
+
+def results_by_window_table(name: str) -> TableSpec[tuple[TimeWindow, str], dict[str, Any]]:
+    """The same results keyed ``(window, key)``: one window's results scan together
+    (top-N per window, dashboards)."""
+    return TableSpec(name, encode_window_first, decode_window_first, encode_json, decode_json)
 
 
 class StoredWindowState:

@@ -194,6 +194,33 @@ class MarkerGenerator:
         self._watermark_ms = max(self._watermark_ms, int(snapshot["watermark_ms"]))
 
 
+@dataclass(frozen=True)
+class PerInput:
+    """A different strategy per input, e.g. the seeds' vehicle check: 30 s of delay
+    for the OBD device, minutes for the phone app. The clock is still the minimum
+    over the inputs; idleness and emission are set here, for all of them."""
+
+    strategies: dict[str, WatermarkStrategy]
+    emit_every_ms: int | None = None
+    idle_timeout_ms: int | None = None
+
+    def create(self) -> WatermarkGenerator:
+        raise TypeError("PerInput builds one generator per input: use create_for(input)")
+
+    def create_for(self, input_name: str) -> WatermarkGenerator:
+        try:
+            return self.strategies[input_name].create()
+        except KeyError:
+            known = ", ".join(sorted(self.strategies))
+            raise ValueError(f"no watermark strategy for input {input_name!r} ({known})") from None
+
+
+def _generator(strategy: WatermarkStrategy, input_name: str) -> WatermarkGenerator:
+    if isinstance(strategy, PerInput):
+        return strategy.create_for(input_name)
+    return strategy.create()
+
+
 class WatermarkTracker:
     """One operator's clock: the minimum over its non-idle inputs, emitted per
     record or periodically, never decreasing."""
@@ -202,7 +229,7 @@ class WatermarkTracker:
         if not inputs:
             raise ValueError("a watermark tracker needs at least one input")
         self._strategy = strategy
-        self._generators = {name: strategy.create() for name in inputs}
+        self._generators = {name: _generator(strategy, name) for name in inputs}
         self._last_event_at: dict[str, int | None] = dict.fromkeys(inputs)
         self._last_emit_at: int | None = None
         self.watermark_ms = MIN_WATERMARK

@@ -4,6 +4,10 @@ Paced runs keep event time in step with the wall clock, so a worker reading the
 topic sees a watermark that lags real time only by the simulated disorder; that
 is what ``make run`` shows. Fast runs are for loading a topic and measuring
 throughput.
+
+Every scenario goes through one producer and one loop over the merged timeline
+(:meth:`ScenarioPlan.timeline`), so concurrent scenarios share one pacing clock
+and their event times advance together.
 """
 
 from __future__ import annotations
@@ -12,17 +16,22 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from pydantic import BaseModel
 
 from service.errors import BrokerUnavailableError, ConfigError
+from service.records import SensorReading
 from service.settings import Settings
-from service.simulator.generator import Delivery, SimulationConfig, generate
+from service.simulator.generator import SimulationConfig
+from service.simulator.reporting import Report, reporting
+from service.simulator.scenarios import ScenarioPlan, sensor_timeline
+from service.simulator.schedule import Scheduled, Stream
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +41,6 @@ BATCH_SIZE = 1_000
 LINGER_MS = 5
 MAX_BATCH_BYTES = 64 * 1024
 MIN_SLEEP_S = 0.002
-LOG_EVERY_S = 10.0
-REFRESH_EVERY_S = 0.1
 
 
 @dataclass
@@ -59,22 +66,61 @@ class SimulationStats:
 
 
 @dataclass
+class RunStats:
+    """What a multi-scenario run sent, per stream.
+
+    Attributes:
+        streams: Acknowledged records per stream (each ``elapsed_s`` is the run's).
+        topics: The topic each stream went to.
+        elapsed_s: Wall time from the producer's start to its flushed stop.
+    """
+
+    streams: dict[Stream, SimulationStats]
+    topics: dict[Stream, str]
+    elapsed_s: float = 0.0
+
+    @property
+    def sent(self) -> int:
+        return sum(stats.sent for stats in self.streams.values())
+
+    @property
+    def throughput_per_s(self) -> float:
+        """Acknowledged records per wall-clock second, over all streams."""
+        return self.sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def topic_for(stream: Stream, settings: Settings) -> str:
+    """The topic of ``stream``: readings have their own setting, the rest a prefix."""
+    if stream is Stream.READINGS:
+        return settings.readings_topic
+    return settings.topic(stream.value)
+
+
+def encode(record: BaseModel) -> bytes:
+    """A record's JSON value, as the pipelines decode it."""
+    if isinstance(record, SensorReading):
+        return record.to_json()
+    return orjson.dumps(record.model_dump(mode="json"))
+
+
+@dataclass
 class _Batcher:
-    """Hands readings to the producer and collects their acknowledgements."""
+    """Hands records to the producer and collects their acknowledgements."""
 
     producer: Any
-    topic: str
-    stats: SimulationStats
+    topics: Mapping[Stream, str]
+    stats: Mapping[Stream, SimulationStats]
+    # Streams whose records count as progress (the ones --count bounds).
+    counted: frozenset[Stream]
     handed_over: int = 0
-    _pending: list[tuple[asyncio.Future[Any], Delivery]] = field(default_factory=list)
+    _pending: list[tuple[asyncio.Future[Any], Scheduled[BaseModel]]] = field(default_factory=list)
 
-    async def send(self, delivery: Delivery) -> None:
-        reading = delivery.reading
+    async def send(self, item: Scheduled[BaseModel]) -> None:
         future = await self.producer.send(
-            self.topic, value=reading.to_json(), key=reading.sensor_id.encode()
+            self.topics[item.stream], value=encode(item.record), key=item.key.encode()
         )
-        self._pending.append((future, delivery))
-        self.handed_over += 1
+        self._pending.append((future, item))
+        self.handed_over += item.stream in self.counted
         if len(self._pending) >= BATCH_SIZE:
             await self.flush()
 
@@ -85,11 +131,12 @@ class _Batcher:
 
     def settle(self) -> None:
         """Count the settled sends; after ``producer.stop()`` every send is settled."""
-        for future, delivery in self._pending:
+        for future, item in self._pending:
             if future.done() and not future.cancelled() and future.exception() is None:
-                self.stats.sent += 1
-                self.stats.outages += delivery.starts_outage
-                self.stats.late += delivery.buffered
+                stats = self.stats[item.stream]
+                stats.sent += 1
+                stats.outages += item.starts_outage
+                stats.late += item.late
         self._pending.clear()
 
 
@@ -107,11 +154,11 @@ class _Plan:
     def deadline(self) -> float | None:
         return None if self.duration_s is None else self.started + self.duration_s
 
-    def due(self, delivery: Delivery) -> float:
+    def due(self, item: Scheduled[BaseModel]) -> float:
         """Monotonic time the delivery is due: now when not pacing."""
         if not self.pace:
             return time.monotonic()
-        return self.started + (delivery.deliver_at_ms - self.start_ms) / 1000.0
+        return self.started + (item.deliver_at_ms - self.start_ms) / 1000.0
 
     def over(self, due: float) -> bool:
         """Whether the run ends before a delivery due at ``due``."""
@@ -125,68 +172,11 @@ class _Plan:
         return not self.stop.is_set()
 
 
-class _Report(Protocol):
-    def update(self, handed_over: int, elapsed_s: float, *, final: bool = False) -> None: ...
-
-
-class _ProgressReport:
-    """A rich progress bar for bounded runs: by count, duration, or whichever ends first."""
-
-    def __init__(self, progress: Progress, count: int | None, duration_s: float | None) -> None:
-        self._progress = progress
-        self._count = count
-        self._duration_s = duration_s
-        self._task = progress.add_task("starting", total=1.0)
-        self._next_refresh = 0.0
-
-    def update(self, handed_over: int, elapsed_s: float, *, final: bool = False) -> None:
-        if elapsed_s < self._next_refresh and not final:
-            return
-        self._next_refresh = elapsed_s + REFRESH_EVERY_S
-        done = [handed_over / self._count] if self._count else []
-        done += [elapsed_s / self._duration_s] if self._duration_s else []
-        text = f"sent {handed_over:,} readings"
-        self._progress.update(self._task, completed=min(1.0, max(done)), description=text)
-
-
-class _LogReport:
-    """A log line every ``LOG_EVERY_S`` for unbounded or non-interactive runs."""
-
-    def __init__(self) -> None:
-        self._last_count = 0
-        self._last_at = 0.0
-
-    def update(self, handed_over: int, elapsed_s: float, *, final: bool = False) -> None:
-        # The final count is in the run's summary; no need to log it twice.
-        if final or elapsed_s - self._last_at < LOG_EVERY_S:
-            return
-        rate = (handed_over - self._last_count) / (elapsed_s - self._last_at)
-        log.info(
-            "simulator: sent %d readings (%.0f/s over the last %.0f s)",
-            handed_over,
-            rate,
-            elapsed_s - self._last_at,
-        )
-        self._last_count, self._last_at = handed_over, elapsed_s
-
-
-@contextlib.contextmanager
-def _reporting(
-    config: SimulationConfig, duration_s: float | None, progress: bool
-) -> Iterator[_Report]:
-    if not progress or (config.count is None and duration_s is None):
-        yield _LogReport()
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn())
-    with Progress(*columns, TimeElapsedColumn(), transient=False) as bar:
-        yield _ProgressReport(bar, config.count, duration_s)
-
-
 async def _send_all(
-    deliveries: Iterable[Delivery], batcher: _Batcher, plan: _Plan, report: _Report
+    items: Iterable[Scheduled[BaseModel]], batcher: _Batcher, plan: _Plan, report: Report
 ) -> None:
-    for delivery in deliveries:
-        due = plan.due(delivery)
+    for item in items:
+        due = plan.due(item)
         if plan.over(due):
             break
         if due - time.monotonic() > MIN_SLEEP_S:
@@ -194,7 +184,7 @@ async def _send_all(
             await batcher.flush()
             if not await plan.sleep_until(due):
                 break
-        await batcher.send(delivery)
+        await batcher.send(item)
         report.update(batcher.handed_over, time.monotonic() - plan.started)
     await batcher.flush()
     report.update(batcher.handed_over, time.monotonic() - plan.started, final=True)
@@ -211,8 +201,13 @@ def _new_producer(settings: Settings) -> Any:
     )
 
 
-async def _start(producer: Any, settings: Settings) -> None:
-    """Start the producer and check the topic, so a typo fails now, not after 40 s."""
+async def _start(producer: Any, settings: Settings, topics: Mapping[Stream, str]) -> None:
+    """Start the producer and check the topics, so a typo fails now, not after 40 s.
+
+    Raises:
+        BrokerUnavailableError: Kafka did not answer.
+        ConfigError: a topic does not exist; the message names it.
+    """
     try:
         await producer.start()
         metadata = await producer.client.fetch_all_metadata()
@@ -221,12 +216,66 @@ async def _start(producer: Any, settings: Settings) -> None:
         raise BrokerUnavailableError(
             f"Kafka did not answer at {settings.bootstrap_servers}: {exc}"
         ) from exc
-    if settings.readings_topic not in metadata.topics():
+    existing = metadata.topics()
+    missing = {stream: topic for stream, topic in topics.items() if topic not in existing}
+    if missing:
         await producer.stop()
-        raise ConfigError(
-            f"topic {settings.readings_topic!r} does not exist: create it with "
-            "`python -m service topics create` (make topics) or set EDDY_READINGS_TOPIC"
-        )
+        raise ConfigError(_missing_topics_message(missing))
+
+
+def _missing_topics_message(missing: Mapping[Stream, str]) -> str:
+    """Name every missing topic and the ways to get it."""
+    if len(missing) == 1:
+        (topic,) = missing.values()
+        what = f"topic {topic!r} does not exist: create it"
+    else:
+        what = f"topics {', '.join(map(repr, missing.values()))} do not exist: create them"
+    settings_hint = []
+    if Stream.READINGS in missing:
+        settings_hint.append("EDDY_READINGS_TOPIC")
+    if set(missing) - {Stream.READINGS}:
+        settings_hint.append("EDDY_TOPIC_PREFIX")
+    return (
+        f"{what} with `python -m service topics create` (make topics) or by starting the "
+        f"worker whose pipelines read them, or set {' / '.join(settings_hint)}"
+    )
+
+
+async def _run(
+    items: Iterable[Scheduled[BaseModel]],
+    topics: Mapping[Stream, str],
+    counted: Iterable[Stream],
+    settings: Settings,
+    *,
+    start_ms: int,
+    count: int | None,
+    noun: str,
+    pace: bool,
+    duration_s: float | None,
+    progress: bool,
+    stop: asyncio.Event | None,
+    producer: Any,
+) -> RunStats:
+    producer = _new_producer(settings) if producer is None else producer
+    await _start(producer, settings, topics)
+    stats = RunStats({stream: SimulationStats() for stream in topics}, dict(topics))
+    plan = _Plan(pace, start_ms, stop or asyncio.Event(), duration_s)
+    batcher = _Batcher(producer, topics, stats.streams, frozenset(counted))
+    try:
+        with reporting(count, duration_s, progress, noun) as report:
+            await _send_all(items, batcher, plan, report)
+    except KafkaError as exc:
+        raise BrokerUnavailableError(
+            f"lost Kafka at {settings.bootstrap_servers} after {batcher.handed_over:,} "
+            f"{noun}: {exc}"
+        ) from exc
+    finally:
+        await producer.stop()
+        batcher.settle()
+        stats.elapsed_s = time.monotonic() - plan.started
+        for stream_stats in stats.streams.values():
+            stream_stats.elapsed_s = stats.elapsed_s
+    return stats
 
 
 async def produce(
@@ -239,7 +288,7 @@ async def produce(
     stop: asyncio.Event | None = None,
     producer: Any = None,
 ) -> SimulationStats:
-    """Send the simulation to ``settings.readings_topic``, keyed by sensor id.
+    """Send the sensors scenario alone to ``settings.readings_topic``, keyed by sensor id.
 
     Args:
         config: What to simulate.
@@ -259,21 +308,58 @@ async def produce(
         BrokerUnavailableError: Kafka did not answer, or stopped answering.
         ConfigError: the readings topic does not exist.
     """
-    producer = _new_producer(settings) if producer is None else producer
-    await _start(producer, settings)
-    stats = SimulationStats()
-    plan = _Plan(pace, config.start_ms, stop or asyncio.Event(), duration_s)
-    batcher = _Batcher(producer, settings.readings_topic, stats)
-    try:
-        with _reporting(config, duration_s, progress) as report:
-            await _send_all(generate(config), batcher, plan, report)
-    except KafkaError as exc:
-        raise BrokerUnavailableError(
-            f"lost Kafka at {settings.bootstrap_servers} after {batcher.handed_over:,} "
-            f"readings: {exc}"
-        ) from exc
-    finally:
-        await producer.stop()
-        batcher.settle()
-        stats.elapsed_s = time.monotonic() - plan.started
-    return stats
+    topics = {Stream.READINGS: settings.readings_topic}
+    stats = await _run(
+        sensor_timeline(config),
+        topics,
+        topics,
+        settings,
+        start_ms=config.start_ms,
+        count=config.count,
+        noun="readings",
+        pace=pace,
+        duration_s=duration_s,
+        progress=progress,
+        stop=stop,
+        producer=producer,
+    )
+    return stats.streams[Stream.READINGS]
+
+
+async def produce_scenarios(
+    plan: ScenarioPlan,
+    settings: Settings,
+    *,
+    pace: bool,
+    duration_s: float | None,
+    progress: bool,
+    stop: asyncio.Event | None = None,
+    producer: Any = None,
+) -> RunStats:
+    """Send every scenario of ``plan`` concurrently, through one producer.
+
+    Each stream goes to its topic (:func:`topic_for`), keyed by its entity
+    (sensor, vehicle, user, team). Arguments are as for :func:`produce`;
+    pacing is relative to ``plan.start_ms``. A bounded run ends when every
+    scenario's last delivery is sent, which for late streams (the app, phones
+    in tunnels) is after their last event.
+
+    Raises:
+        BrokerUnavailableError: Kafka did not answer, or stopped answering.
+        ConfigError: a topic does not exist; the message names every missing one.
+    """
+    topics = {stream: topic_for(stream, settings) for stream in plan.streams}
+    return await _run(
+        plan.timeline(),
+        topics,
+        plan.main_streams,
+        settings,
+        start_ms=plan.start_ms,
+        count=plan.total_count,
+        noun="records",
+        pace=pace,
+        duration_s=duration_s,
+        progress=progress,
+        stop=stop,
+        producer=producer,
+    )

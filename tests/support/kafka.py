@@ -25,6 +25,8 @@ def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
         "late_topic": f"late-{tag}",
         "dead_letter_topic": f"dead-{tag}",
         "checker_topic_prefix": f"eos-{tag}-",
+        "topic_prefix": f"t-{tag}-",
+        "pipelines": ("sensor_averages",),
         "state_dir": tmp_path / "state",
         "api_port": 0,
         "worker_id": f"worker-{tag}",

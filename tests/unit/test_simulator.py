@@ -20,6 +20,7 @@ from aiokafka.errors import KafkaTimeoutError
 from hypothesis import given
 from hypothesis import strategies as st
 
+from service.cli import build_parser
 from service.errors import BrokerUnavailableError, ConfigError
 from service.settings import load_settings
 from service.simulator import (
@@ -186,9 +187,9 @@ def test_bad_configs_are_rejected_with_a_clear_message(
 
 
 def cli_args(**change: Any) -> argparse.Namespace:
-    values = {"sensors": 10, "rate": 100.0, "seed": 1, "count": None, "duration": None}
-    values |= {"start_ms": None, "fast": False, **change}
-    return argparse.Namespace(**values)
+    """The ``simulate`` parser's defaults, as the parser itself gives them."""
+    defaults = build_parser().parse_args(["simulate", "--seed", "1"])
+    return argparse.Namespace(**(vars(defaults) | change))
 
 
 @pytest.mark.parametrize(

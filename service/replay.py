@@ -23,6 +23,7 @@ from service.errors import ConfigError, EddyError
 from service.eventtime.harness import ProcessHarness, WindowHarness
 from service.eventtime.process_spec import ProcessReplaySpec
 from service.eventtime.spec import ReplaySpec, field_getter
+from service.replay_pipeline import PipelineReplaySpec, replay_pipelines
 
 
 class ReplayInputError(EddyError):
@@ -34,7 +35,7 @@ class _BadTimestamp(TypeError):
     """A record's timestamp field is not integer milliseconds."""
 
 
-AnySpec = ReplaySpec | ProcessReplaySpec
+AnySpec = ReplaySpec | ProcessReplaySpec | PipelineReplaySpec
 
 
 def load_spec(path: Path) -> AnySpec:
@@ -46,7 +47,10 @@ def load_spec(path: Path) -> AnySpec:
         raise ConfigError(f"spec {path} is not JSON: {exc}") from None
     try:
         spec: AnySpec
-        if isinstance(raw, dict) and raw.get("kind") == "process":
+        if isinstance(raw, dict) and raw.get("kind") == "pipeline":
+            spec = PipelineReplaySpec.model_validate(raw)
+            spec.build()  # reject an unknown pipeline now, not mid-input
+        elif isinstance(raw, dict) and raw.get("kind") == "process":
             spec = ProcessReplaySpec.model_validate(raw)
             spec.build_function()  # reject an unknown function now, not mid-input
         else:
@@ -163,6 +167,9 @@ class _Line:
 
 def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[Any]:
     """Feed ``lines`` to a harness; yield emissions (with ``to_json``) as they happen."""
+    if isinstance(spec, PipelineReplaySpec):
+        yield from _replay_pipelines(spec, lines)
+        return
     harness: WindowHarness | ProcessHarness
     if isinstance(spec, ProcessReplaySpec):
         harness = process_harness_for(spec)
@@ -182,6 +189,48 @@ def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[Any]:
     with _reported("at the end of input"):
         harness.end_of_input()
     yield from outputs[emitted:]
+
+
+def _replay_pipelines(spec: PipelineReplaySpec, lines: Iterable[bytes]) -> Iterator[Any]:
+    where = ["at the start"]
+
+    def parsed() -> Iterator[dict[str, Any]]:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where[0] = f"line {number}"
+            yield _pipeline_line(line, number)
+
+    try:
+        yield from replay_pipelines(spec, parsed())
+    except ValueError as exc:  # a topic no pipeline reads
+        raise ReplayInputError(f"{where[0]}: {exc}") from None
+
+
+def _pipeline_line(line: bytes, number: int) -> dict[str, Any]:
+    try:
+        item = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ReplayInputError(f"line {number}: not JSON ({exc})") from None
+    if isinstance(item, dict) and set(item) == {"processing_time"}:
+        if type(item["processing_time"]) is not int:
+            raise ReplayInputError(f"line {number}: 'processing_time' must be integer milliseconds")
+        return item
+    allowed = {"topic", "record", "raw", "key", "timestamp_ms"}
+    ok = (
+        isinstance(item, dict)
+        and isinstance(item.get("topic"), str)
+        and set(item) <= allowed
+        and len({"record", "raw"} & set(item)) == 1
+        and isinstance(item.get("raw", ""), str)
+        and type(item.get("timestamp_ms", 0)) is int
+    )
+    if not ok:
+        raise ReplayInputError(
+            f'line {number}: expected {{"topic": name, "record": {{...}}}} (or "raw": "text"; '
+            'optional "key", "timestamp_ms") or {"processing_time": ms}'
+        )
+    return dict(item)
 
 
 @contextlib.contextmanager

@@ -54,7 +54,63 @@ def test_example_replays_to_its_expected_output(name: str, tmp_path: Path) -> No
     assert code == 0
     expected = (EXAMPLES / f"{name}.output.jsonl").read_bytes()
     assert out.read_bytes() == expected
-    assert all(json.loads(line)["output"] for line in expected.splitlines())
+    assert all(_destination(json.loads(line)) for line in expected.splitlines())
+
+
+def _destination(line: dict[str, object]) -> object:
+    # Pipeline replays name the topic; window and process replays the output.
+    return line.get("topic") or line["output"]
+
+
+def test_every_reference_pipeline_has_a_replay_example() -> None:
+    from agents import PIPELINES
+
+    replayed: set[str] = set()
+    for name in NAMES:
+        spec = json.loads((EXAMPLES / f"{name}.spec.json").read_text())
+        if spec.get("kind") == "pipeline":
+            replayed.update(spec["pipelines"])
+    assert replayed == set(PIPELINES) - {"eos_checker"}
+
+
+def test_a_pipeline_spec_with_an_unknown_pipeline_names_the_known_ones(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.spec.json"
+    spec.write_text('{"kind": "pipeline", "pipelines": ["team_powerup"]}')
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "replay", "--spec", str(spec), "--input", str(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"eddy: spec {spec}: pipelines: unknown team_powerup; known: ")
+    assert "team_powerups" in line
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"topic": "tweets-typo", "record": {}}', "line 1: no pipeline of the spec reads topic"),
+        ('{"record": {}}', 'line 1: expected {"topic": name, "record": {...}}'),
+        ('{"processing_time": "soon"}', "line 1: 'processing_time' must be integer"),
+    ],
+)
+def test_a_bad_pipeline_input_line_is_one_line_naming_it(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    spec = EXAMPLES / "pipeline-hashtags.spec.json"
+    data = tmp_path / "in.jsonl"
+    data.write_text(line + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "replay", "--spec", str(spec), "--input", str(data)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    (error,) = done.stderr.strip().splitlines()
+    assert message in error
 
 
 def test_python_dash_m_service_replay_writes_to_stdout() -> None:

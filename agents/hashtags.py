@@ -89,7 +89,9 @@ def build_counts(settings: Settings) -> WindowedAggregation:
         event_time=EventTime(
             key=lambda m: m.hashtag,
             timestamp_ms=lambda m: m.timestamp_ms,
-            watermark=FromUpstream(idle_timeout_ms=10_000),
+            # A silent upstream task stops holding the clock back after the timeout
+            # (0: never, so results do not depend on how long a task was down).
+            watermark=FromUpstream(idle_timeout_ms=settings.upstream_idle_timeout_ms or None),
         ),
         window=WindowSpec(Tumbling(WINDOW_MS), aggregate=Count(), process=RunningTotal()),
         sink=settings.topic("hashtag-counts"),

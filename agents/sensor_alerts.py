@@ -50,7 +50,8 @@ class SensorAlerts:
             self._alert(ctx, "freezing", f"Freezing Alarm for {ctx.key}", reading, "freezing")
         threshold = ctx.broadcast("thresholds").get(ctx.key)
         if threshold is not None and previous is not None:
-            diff = abs(temperature - previous)
+            # Rounded so 64.25 - 62.42 reads 1.83, not 1.8299999999999983.
+            diff = round(abs(temperature - previous), 6)
             if diff > threshold:
                 message = f"Temperature of sensor '{ctx.key}' changed by {diff:.2f} F"
                 self._alert(ctx, "threshold", message, reading, diff=diff, threshold=threshold)

@@ -128,6 +128,13 @@ class Settings(BaseSettings):
         description="Prefix of the reference pipelines' topics (sensor-alerts, tweets, "
         "vehicle-obd-speed...): to run several Eddy apps on one cluster.",
     )
+    upstream_idle_timeout_ms: int = Field(
+        10_000,
+        ge=0,
+        description="hashtag_counts: an upstream task silent this long (processing time) "
+        "stops holding the clock back after the repartition; 0 waits for it forever "
+        "(deterministic results, as the chaos harness needs).",
+    )
     speed_tolerance_kmh: float = Field(
         5.0, ge=0, description="vehicle_speed: the app's speed agrees if within this of OBD."
     )

@@ -26,6 +26,7 @@ from service.queries import StateValue, UnknownKeyError, WindowPage, window_resu
 from service.runtime.engine import PipelineRuntime
 from service.settings import Settings, load_settings
 from service.topics import TopicSpec, ensure_topics
+from tables.store import StateFormatError
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ class Worker:
         if self._server is not None:
             self._server.should_exit = True
         for task in self._tasks:
+            if task.done():
+                continue  # a failed task's error was raised by wait(), and reported
             with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
                 await asyncio.wait_for(task, timeout=10)
 
@@ -238,6 +241,9 @@ async def serve(settings: Settings) -> int:
         await worker.wait()
     except EddyError:
         raise  # a configuration or connectivity problem: the CLI prints it in one line
+    except StateFormatError as exc:
+        log.error("worker %s failed: %s", worker.worker_id, exc)
+        exit_code = 1
     except Exception as exc:
         log.error("worker %s failed: %r (DEBUG logging shows the traceback)", worker.worker_id, exc)
         log.debug("traceback of the failure", exc_info=exc)

@@ -59,6 +59,10 @@ def _options() -> Options:
     return options
 
 
+class StateFormatError(RuntimeError):
+    """Stored state this version cannot read: written by an incompatible Eddy."""
+
+
 class PartitionStore:
     """The committed state of one partition, in one RocksDB directory."""
 
@@ -69,7 +73,18 @@ class PartitionStore:
 
     def get(self, table: TableSpec[K, V], key: K) -> V | None:
         raw = self._db.get(table.full_key(key))
-        return None if raw is None else table.decode_value(raw)
+        if raw is None:
+            return None
+        try:
+            return table.decode_value(raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            # Most likely state (local, or restored from the changelog) from an
+            # older Eddy whose format changed; guessing would corrupt results.
+            raise StateFormatError(
+                f"cannot read table {table.name!r} of {self.path} ({exc!r}): the state was "
+                "written by an incompatible Eddy version. Start from empty state: use a new "
+                "EDDY_APP_ID, or delete EDDY_STATE_DIR and the application's changelog topics"
+            ) from None
 
     def scan(
         self, table: TableSpec[K, V], lower: bytes = b"", upper: bytes | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -112,3 +113,19 @@ def test_tables_do_not_see_each_others_keys(tmp_path: Path) -> None:
     assert [v for _, v in store.scan(a)] == [{"in": "a"}]
     assert [v for _, v in store.scan(ab)] == [{"in": "ab"}]
     assert store.changelog_offset() == -1
+
+
+def test_state_in_an_older_format_is_a_clear_error_naming_the_way_out(tmp_path: Path) -> None:
+
+    from tables.codecs import encode_json
+    from tables.store import StateFormatError
+
+    table = window_table("windows")
+    store = PartitionStore(tmp_path / "p0")
+    key = ("sensor_1", TimeWindow(0, 5000))
+    # The walking skeleton stored [accumulator, fired]; windows now keep four fields.
+    store.write([(table.full_key(key), encode_json([[1, 60.0], False]))], None)
+    with pytest.raises(StateFormatError, match="EDDY_APP_ID") as caught:
+        store.get(table, key)
+    assert "'windows'" in str(caught.value)
+    store.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from api import errors
+from api import errors, forward
 from api.backend import Backend
 from api.routes import health, metrics, pipelines, sensors, state
 
@@ -17,6 +17,7 @@ def create_app(backend: Backend) -> FastAPI:
     )
     app.state.backend = backend
     errors.install(app)
+    forward.install(app, backend.worker_id)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(sensors.router)

@@ -52,6 +52,16 @@ class WindowPage:
     committed_offsets: dict[str, int]
 
 
+class OwnedElsewhereError(PartitionUnavailableError):
+    """Another worker owns the key's partition: the API forwards the request there."""
+
+    def __init__(self, partition: int, owner_url: str) -> None:
+        super().__init__(
+            f"partition {partition} is owned by the worker at {owner_url}", partition, 1
+        )
+        self.owner_url = owner_url
+
+
 def partition_for(key: str, partitions: int) -> int:
     """Kafka's default partitioner: the partition a keyed producer chose."""
     hashed: int = murmur2(key.encode())
@@ -70,8 +80,11 @@ def locate(runtime: PipelineRuntime, key: str) -> tuple[int, Task, PartitionStor
             f"partition {partition} is being restored", partition, retry_after_s=2
         )
     if task is None or store is None:
+        owner = runtime.owner_of(partition)
+        if owner is not None and owner != runtime.endpoint:
+            raise OwnedElsewhereError(partition, owner)
         raise PartitionUnavailableError(
-            f"partition {partition} is owned by another worker", partition, retry_after_s=1
+            f"partition {partition} has no owner yet (rebalancing)", partition, retry_after_s=1
         )
     return partition, task, store
 

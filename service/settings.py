@@ -143,6 +143,12 @@ class Settings(BaseSettings):
         description="Topic prefix of the eos_checker pipeline (input, echo, agg, alerts).",
     )
     api_host: str = Field("127.0.0.1", description="Address the REST API binds to.")
+    api_advertised_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^/\s]+$",
+        description="How other workers reach this one's API, e.g. http://10.0.0.7:8000, to "
+        "forward queries for keys it owns (default: http://<api_host or hostname>:<port>).",
+    )
     api_port: int = Field(8000, ge=0, le=65_535, description="Port of the REST API (0 = any).")
     api_max_results: int = Field(
         1_000, ge=1, description="Most window results one REST response may return."

@@ -13,6 +13,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.app import create_app
@@ -60,6 +61,7 @@ class Worker:
         self._started = False
         self.api_port: int | None = None
         self._server: _Server | None = None
+        self._app: FastAPI | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
 
@@ -68,9 +70,8 @@ class Worker:
     async def start(self) -> None:
         sock = _bind(self.settings.api_host, self.settings.api_port)
         self.api_port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            create_app(self), log_level="warning", access_log=False, lifespan="off"
-        )
+        self._app = create_app(self)
+        config = uvicorn.Config(self._app, log_level="warning", access_log=False, lifespan="off")
         self._server = _Server(config)
         self._tasks.append(asyncio.create_task(self._server.serve([sock]), name="api"))
         pipelines = await self._co_partitioned(self._pipelines)
@@ -78,6 +79,7 @@ class Worker:
             p.name: PipelineRuntime(p, self.settings, self.metrics, self.clock) for p in pipelines
         }
         for runtime in self.runtimes.values():
+            runtime.endpoint = self.endpoint
             await runtime.start()
             self._tasks.append(asyncio.create_task(runtime.run(), name=runtime.name))
         self._started = True
@@ -118,11 +120,26 @@ class Worker:
             await runtime.stop()
         if self._server is not None:
             self._server.should_exit = True
+        client = getattr(self._app.state, "forward_client", None) if self._app else None
+        if client is not None:
+            await client.aclose()
         for task in self._tasks:
             if task.done():
                 continue  # a failed task's error was raised by wait(), and reported
             with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
                 await asyncio.wait_for(task, timeout=10)
+
+    @property
+    def endpoint(self) -> str:
+        """This worker's API as other workers reach it."""
+        if self.settings.api_advertised_url:
+            return self.settings.api_advertised_url
+        host = self.settings.api_host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()  # bound to every interface: the name resolves
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.api_port}"
 
     # -- Backend (the API's view) ------------------------------------------------------
 

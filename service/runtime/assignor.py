@@ -39,6 +39,7 @@ class MemberState:
     member_id: str
     owned: frozenset[int] = frozenset()
     offsets: Mapping[int, int] = field(default_factory=dict)  # partition -> changelog offset
+    endpoint: str | None = None  # the worker's REST API, for routing queries to owners
 
 
 @dataclass(frozen=True)
@@ -116,15 +117,22 @@ class EddyAssignor:
         self,
         num_standbys: int,
         local_state: Callable[[], tuple[frozenset[int], dict[int, int]]],
+        endpoint: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._num_standbys = num_standbys
         self._local_state = local_state
+        self._endpoint = endpoint
         self.standby: frozenset[int] = frozenset()
+        # Every active partition's owner, as its REST endpoint: the whole group's
+        # assignment, so any worker can route a query for any key (Kafka Streams'
+        # application.server, done for the user).
+        self.owners: dict[int, str] = {}
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
         owned, offsets = self._local_state()
         user_data = orjson.dumps(
-            {"owned": sorted(owned), "offsets": offsets}, option=orjson.OPT_NON_STR_KEYS
+            {"owned": sorted(owned), "offsets": offsets, "endpoint": self._endpoint()},
+            option=orjson.OPT_NON_STR_KEYS,
         )
         return ConsumerProtocolMemberMetadata(self.version, sorted(topics), user_data)
 
@@ -138,27 +146,43 @@ class EddyAssignor:
             log.error("inputs are not co-partitioned: %s; assigning %d", counts, partitions)
         states = [_decode(member_id, meta.user_data) for member_id, meta in members.items()]
         placed = plan(partitions, states, self._num_standbys)
+        endpoints = {m.member_id: m.endpoint for m in states}
+        owners = {
+            str(p): endpoint
+            for member_id, active in placed.active.items()
+            if (endpoint := endpoints.get(member_id))
+            for p in active
+        }
         return {
             member_id: ConsumerProtocolMemberAssignment(
                 self.version,
                 [(t, placed.active[member_id]) for t in topics],
-                orjson.dumps({"standby": placed.standby.get(member_id, [])}),
+                orjson.dumps({"standby": placed.standby.get(member_id, []), "owners": owners}),
             )
             for member_id in members
         }
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         try:
-            self.standby = frozenset(orjson.loads(assignment.user_data or b"{}")["standby"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            data = orjson.loads(assignment.user_data or b"{}")
+            self.standby = frozenset(data["standby"])
+            self.owners = {int(p): str(url) for p, url in data.get("owners", {}).items()}
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             self.standby = frozenset()
+            self.owners = {}
 
 
 def _decode(member_id: str, user_data: bytes | None) -> MemberState:
     try:
         data = orjson.loads(user_data or b"{}")
         offsets = {int(p): int(o) for p, o in data.get("offsets", {}).items()}
-        return MemberState(member_id, frozenset(data.get("owned", [])), offsets)
+        endpoint = data.get("endpoint")
+        return MemberState(
+            member_id,
+            frozenset(data.get("owned", [])),
+            offsets,
+            endpoint if isinstance(endpoint, str) else None,
+        )
     except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
         # A member of another version: treat it as holding nothing.
         return MemberState(member_id)

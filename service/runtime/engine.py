@@ -62,7 +62,11 @@ class PipelineRuntime:
         self.tasks: dict[int, Task] = {}
         self.stores = LocalStores(self.state_dir)
         self.standby = StandbyReplicas(settings, self.name, self.changelog, self.stores, metrics)
-        self._assignor = EddyAssignor(settings.num_standby_replicas, self._local_state)
+        # This worker's REST API as other workers reach it; set by the worker.
+        self.endpoint: str | None = None
+        self._assignor = EddyAssignor(
+            settings.num_standby_replicas, self._local_state, lambda: self.endpoint
+        )
         self.restoring: set[int] = set()
         self.assigned_once = False
         self.failed: BaseException | None = None
@@ -461,6 +465,11 @@ class PipelineRuntime:
                 continue
             self.metrics.watermark_ms.labels(self.name, str(partition)).set(watermark)
             self.metrics.watermark_lag_ms.labels(self.name, str(partition)).set(now_ms - watermark)
+
+    def owner_of(self, partition: int) -> str | None:
+        """The REST endpoint of the worker that owns ``partition`` now, as of the
+        last rebalance (None while unknown)."""
+        return self._assignor.owners.get(partition)
 
     def _local_state(self) -> tuple[frozenset[int], dict[int, int]]:
         """What this worker tells the group leader when it joins (see the assignor)."""

@@ -67,3 +67,32 @@ def test_the_warmest_copy_wins_a_free_partition() -> None:
         MemberState("b", frozenset(), {0: 500}),
     ]
     assert owners(plan(2, members, 0))[0] == "b"
+
+
+def test_every_member_learns_every_partitions_owner_endpoint() -> None:
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+    from service.runtime.assignor import EddyAssignor
+
+    class Cluster:
+        def partitions_for_topic(self, topic: str) -> set[int]:
+            return set(range(6))
+
+    def member(url: str) -> EddyAssignor:
+        return EddyAssignor(1, lambda: (frozenset(), {}), lambda: url)
+
+    a, b = member("http://a:8000"), member("http://b:8000")
+    metadata = {"m-a": a.metadata(["readings"]), "m-b": b.metadata(["readings"])}
+    assignments = a.assign(Cluster(), metadata)  # type: ignore[arg-type]
+    for assignor, member_id in ((a, "m-a"), (b, "m-b")):
+        encoded = assignments[member_id].encode()
+        assignor.on_assignment(ConsumerProtocolMemberAssignment.decode(encoded))
+    expected = {
+        p: ("http://a:8000" if member_id == "m-a" else "http://b:8000")
+        for member_id, assignment in assignments.items()
+        for _, partitions in assignment.assignment
+        for p in partitions
+    }
+    assert sorted(expected) == list(range(6))
+    assert a.owners == b.owners == expected
+    assert set(expected.values()) == {"http://a:8000", "http://b:8000"}

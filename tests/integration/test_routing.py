@@ -1,0 +1,128 @@
+"""Any worker answers any key: a query for a key another worker owns is forwarded
+to the owner; while the owner restarts the answer is 503 with Retry-After, never a
+wrong or empty 200."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from service.queries import partition_for
+from service.settings import Settings
+from service.worker import Worker
+from tests.support.kafka import produce, read_all, wait_until
+from tests.support.oracle import expected_windows
+
+pytestmark = pytest.mark.integration
+
+BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
+SENSORS = [f"sensor_{i}" for i in range(1, 13)]
+PIPELINE = "sensor_averages"
+
+
+def reading(sensor: str, ts: int, temp: float) -> tuple[bytes, bytes]:
+    body = {"sensor_id": sensor, "timestamp_ms": ts, "temperature": temp}
+    return sensor.encode(), orjson.dumps(body)
+
+
+def owned(worker: Worker) -> set[int]:
+    runtime = worker.runtimes[PIPELINE]
+    return set(runtime.tasks) - runtime.restoring
+
+
+async def split_between(a: Worker, b: Worker, partitions: int) -> None:
+    def settled() -> bool:
+        mine, theirs = owned(a), owned(b)
+        return bool(mine) and bool(theirs) and len(mine | theirs) == partitions
+
+    await wait_until(settled, timeout_s=90)
+
+
+async def ask(client: httpx.AsyncClient, worker: Worker, sensor: str) -> httpx.Response:
+    return await client.get(f"http://127.0.0.1:{worker.api_port}/sensors/{sensor}/windows")
+
+
+def summary(windows: list[dict[str, Any]]) -> list[tuple[int, int, float, float]]:
+    return [(w["window_start_ms"], w["count"], w["min"], w["max"]) for w in windows]
+
+
+async def test_a_key_owned_by_another_worker_is_forwarded_and_restarts_give_503(
+    settings: Settings, tmp_path: Path
+) -> None:
+    settings_b = settings.model_copy(
+        update={"state_dir": tmp_path / "state-b", "worker_id": f"{settings.worker_id}-b"}
+    )
+    a, b = Worker(settings), Worker(settings_b)
+    await a.start()
+    await b.start()
+    restarted: Worker | None = None
+    try:
+        await split_between(a, b, settings.partitions)
+        data = [
+            (sensor, BASE_MS + step * 100, float(step % 50 + i))
+            for step in range(200)
+            for i, sensor in enumerate(SENSORS)
+        ]
+        closing = [(s, BASE_MS + 600_000, 50.0) for s in SENSORS]
+        await produce(settings, settings.readings_topic, [reading(*r) for r in data + closing])
+        expected = expected_windows(
+            data + closing,
+            size_ms=settings.window_size_ms,
+            bound_ms=settings.watermark_bound_ms,
+            partitions=settings.partitions,
+        )
+        await read_all(settings, settings.averages_topic, min_records=len(expected.windows))
+
+        sensor = next(s for s in SENSORS if partition_for(s, settings.partitions) in owned(b))
+        want = sorted(
+            (start, *(expected.summary((sensor, start))[f] for f in ("count", "min", "max")))
+            for (s, start) in expected.windows
+            if s == sensor
+        )
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await ask(client, a, sensor)
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            assert summary(body["windows"]) == want
+            assert body["freshness"]["served_by"] == b.worker_id  # forwarded, not local
+
+            # B restarts while A keeps being asked: 503s, then the right answer again.
+            seen: list[tuple[int, Any]] = []
+
+            async def poll_until(done: Any) -> None:
+                deadline = time.monotonic() + 90
+                while time.monotonic() < deadline:
+                    r = await ask(client, a, sensor)
+                    seen.append((r.status_code, r))
+                    if r.status_code == 200 and done(r.json()):
+                        return
+                    await asyncio.sleep(0.05)
+                raise AssertionError(f"no answer after the restart: {seen[-1][1].text}")
+
+            stopping = asyncio.create_task(b.stop())
+            await poll_until(lambda body: body["freshness"]["served_by"] == a.worker_id)
+            await stopping
+            restarted = Worker(settings_b)
+            await restarted.start()
+            await split_between(a, restarted, settings.partitions)
+            await poll_until(lambda body: True)
+
+        statuses = {status for status, _ in seen}
+        assert statuses <= {200, 503}, [r.text for s, r in seen if s not in (200, 503)]
+        assert 503 in statuses
+        for status, r in seen:
+            if status == 503:
+                assert r.headers["retry-after"]
+                assert r.headers["content-type"] == "application/problem+json"
+                assert r.json()["partition"] == partition_for(sensor, settings.partitions)
+            else:
+                assert summary(r.json()["windows"]) == want
+    finally:
+        await a.stop()
+        await (restarted or b).stop()

@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt pyproject.toml | md5sum | cut -c1-12)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
-        test test-unit test-integration lint format clean chaos
+        test test-unit test-integration lint format clean chaos bench bench-quick browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -25,6 +25,10 @@ venv: $(STAMP) ## create .venv with the locked dependency set
 lock: ## re-pin requirements/lock.txt from pyproject.toml
 	@test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install -q uv==$(UV_VERSION); }
 	$(BIN)/uv pip compile requirements/lock.in -p 3.11 -o requirements/lock.txt --no-header -q
+	@# The worker image's subset, held to lock.txt's pins (a constraint can't be `-e .`).
+	grep -v '^-e ' requirements/lock.txt > $(VENV)/lock-constraints.txt
+	$(BIN)/uv pip compile requirements/runtime.in -c $(VENV)/lock-constraints.txt -p 3.11 \
+		-o requirements/runtime.txt --no-header -q
 
 kafka-jars: venv ## fetch Apache Kafka from Maven Central (KAFKA_VERSION, default 3.9.2)
 	$(BIN)/python -m service kafka fetch
@@ -47,10 +51,11 @@ run: kafka-jars ## broker, topics, worker (API on :8000) and simulator; DURATION
 worker: topics ## run one worker in the foreground
 	$(BIN)/python -m service worker
 
-lint: venv ## ruff (lint + format check) and mypy
+lint: venv ## ruff (lint + format check), mypy and hadolint (Dockerfile)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/hadolint Dockerfile
 
 format: venv
 	$(BIN)/ruff format .
@@ -59,7 +64,13 @@ format: venv
 test-unit: venv
 	$(BIN)/pytest tests/unit -q
 
-test: lint kafka-jars ## the whole suite: lint, unit, integration and e2e against a real broker
+# Debian's Chromium for the dashboard's browser test; Playwright drives it (no download).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser: ## install Debian's chromium if missing (for the dashboard test)
+	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: lint kafka-jars browser ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
 
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
@@ -67,6 +78,19 @@ chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, t
 	$(BIN)/python -m service chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
 	$(BIN)/python -m service chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
 		--commit-interval-ms 2000 --expect-duplicates
+
+bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): bench/results/full.*
+	$(BIN)/python -m bench
+
+bench-quick: kafka-jars ## every contender on 20k readings: asserts correct windows, not speed
+	$(BIN)/python -m bench --quick
+
+.PHONY: analytics bench-snapshot
+analytics: venv ## every Spark job on the newest snapshot (make run takes one); prints the reports
+	$(BIN)/python -m spark_jobs $(if $(SNAPSHOT),--snapshot $(SNAPSHOT),)
+
+bench-snapshot: venv ## snapshot export rate and Spark job time for 1M keys: bench/results/snapshot.json
+	$(BIN)/python -m bench.snapshot
 
 clean: ## stop the broker and remove local state (keeps .venv)
 	-$(BIN)/python -m service kafka stop

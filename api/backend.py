@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from service.queries import StateValue, WindowPage, WindowTop
+from service.queries import StateValue, TablePage, WindowPage, WindowTop
 
 
 class Backend(Protocol):
@@ -37,6 +37,31 @@ class Backend(Protocol):
     def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
         """Raises ``service.queries.QueryError`` subclasses."""
         ...
+
+    def pipelines(self) -> dict[str, list[str]]:
+        """Each pipeline on this worker with the tables its local partitions hold."""
+        ...
+
+    def table_entries(
+        self, pipeline: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
+    ) -> TablePage:
+        """Raises ``QueryError`` subclasses, or ValueError for a table keyed by time."""
+        ...
+
+    def remote_owners(self, pipeline: str) -> dict[str, list[int]]:
+        """Other workers' endpoints -> partitions of ``pipeline`` they own ('' when
+        a partition's owner is unknown)."""
+        ...
+
+    def table_keys(self, pipeline: str, table: str, limit: int) -> list[str]:
+        """Keys of a table in the partitions served here; ValueError if keyed by time."""
+        ...
+
+    def watermarks(self) -> dict[str, dict[int, int]]:
+        """Per pipeline, each partition served here and its watermark."""
+        ...
+
+    def now_ms(self) -> int: ...
 
     def metrics_text(self) -> tuple[bytes, str]:
         """Prometheus exposition and its content type."""

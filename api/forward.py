@@ -9,14 +9,16 @@ the answer is 503 with Retry-After, and the client retries after the rebalance.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.errors import problem
-from service.queries import OwnedElsewhereError
+from service.queries import OwnedElsewhereError, PartitionUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,43 @@ def install(app: FastAPI, worker_id: str) -> None:
             return _unavailable(request, exc, "its owner does not answer (restarting?)")
         passed = {k: v for k, v in answer.headers.items() if k.lower() in PASSED_HEADERS}
         return Response(answer.content, status_code=answer.status_code, headers=passed)
+
+
+async def ask_owners(
+    request: Request, owners: dict[str, list[int]], path: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The answers of the workers owning the partitions not served here (scatter).
+
+    Raises:
+        PartitionUnavailableError: a partition has no known owner, or its owner did
+            not answer: a partial answer is never presented as the whole.
+    """
+    if not owners:
+        return []
+    if "" in owners:
+        raise PartitionUnavailableError("some partitions have no owner yet (rebalancing)", -1, 1)
+    client = _client(request.app)
+    headers = {FORWARDED_HEADER: "scatter"}
+    if auth := request.headers.get("authorization"):
+        headers["authorization"] = auth
+
+    async def one(url: str) -> dict[str, Any]:
+        try:
+            answer = await client.get(url + path, params=params, headers=headers)
+        except httpx.HTTPError as error:
+            raise PartitionUnavailableError(
+                f"the worker at {url} (partitions {owners[url]}) does not answer: {error!r}",
+                owners[url][0],
+                1,
+            ) from None
+        if answer.status_code != 200:
+            raise PartitionUnavailableError(
+                f"the worker at {url} answered {answer.status_code}", owners[url][0], 1
+            )
+        body: dict[str, Any] = answer.json()
+        return body
+
+    return list(await asyncio.gather(*(one(url) for url in sorted(owners))))
 
 
 def _client(app: FastAPI) -> httpx.AsyncClient:

@@ -55,7 +55,7 @@ readings = app.topic(INPUT, key_type=str, value_type=Reading, partitions=PARTITI
 averages = (
     app.Table(TABLE, default=dict, partitions=PARTITIONS)
     .tumbling(5_000, expires=timedelta(days=1).total_seconds() * 1_000)
-    .relative_to_field(Reading.timestamp_ms)
+    .relative_to_field(Reading.timestamp_ms)  # type: ignore[arg-type]
 )
 
 

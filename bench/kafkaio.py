@@ -11,14 +11,14 @@ import contextlib
 import time
 from collections.abc import Iterator, Sequence
 
-from confluent_kafka import (
+from confluent_kafka import (  # type: ignore[import-untyped]
     Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[import-untyped]
 
 from bench.errors import BenchError
 

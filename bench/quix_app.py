@@ -57,16 +57,15 @@ def build(args: argparse.Namespace) -> Application:
         timestamp_extractor=event_time,
     )
     results = app.topic(args.output, key_serializer="str", value_serializer="json")
-    sdf = app.dataframe(readings)
-    sdf = sdf.tumbling_window(duration_ms=5_000, grace_ms=1_000).agg(
+    window = app.dataframe(readings).tumbling_window(duration_ms=5_000, grace_ms=1_000)
+    aggregated = window.agg(
         count=Count(),
         avg=Mean("temperature"),
         min=Min("temperature"),
         max=Max("temperature"),
     )
-    sdf = sdf.final(closing_strategy=args.closing)
-    sdf = sdf.apply(to_result, metadata=True)
-    sdf.to_topic(results)
+    final = aggregated.final(closing_strategy=args.closing)
+    final.apply(to_result, metadata=True).to_topic(results)
     return app
 
 

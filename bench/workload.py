@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import orjson
-from confluent_kafka import Producer
+from confluent_kafka import Producer  # type: ignore[import-untyped]
 
 from service.chaos.recompute import windows_by_partition
 from service.queries import partition_for

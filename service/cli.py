@@ -58,6 +58,12 @@ def _chaos(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _snapshot(args: argparse.Namespace) -> int:
+    from service.snapshot.cli import run_cli
+
+    return run_cli(args)
+
+
 def _config(args: argparse.Namespace) -> int:
     from service.settings import load_settings, settings_table
 
@@ -159,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--duration", type=float, default=None, help="stop after N seconds")
     run.add_argument("--rate", type=float, default=100.0, help="simulated readings per second")
     run.set_defaults(handler=_run)
+
+    snapshot = commands.add_parser(
+        "snapshot", help="snapshot the running app's state to Parquet (docs/snapshots.md)"
+    )
+    snapshot.add_argument("--url", default=None, help="a worker's API (default: EDDY_API_*)")
+    snapshot.add_argument("--list", action="store_true", help="list the complete snapshots")
+    snapshot.set_defaults(handler=_snapshot)
 
     from service.chaos.cli import add_arguments  # argparse only: --help stays fast
 

@@ -199,10 +199,30 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
     finally:
         console.print("stopping: simulator, worker" + (", broker" if started_broker else ""))
         for child in reversed(children):
+            if child.name == "worker" and child.process.poll() is None:
+                await _snapshot_at_exit(base, settings)
             await asyncio.to_thread(child.stop)
         if started_broker:
             await asyncio.to_thread(localkafka.stop)
         console.print("stopped cleanly")
+
+
+async def _snapshot_at_exit(base: str, settings: Settings) -> None:
+    """The state as the run leaves it, for `make analytics` (docs/snapshots.md)."""
+    from service.snapshot.cli import request_snapshot
+
+    try:
+        with console.status("taking a snapshot of the state..."):
+            answer = await asyncio.to_thread(request_snapshot, base, settings)
+    except EddyError as exc:
+        console.print(f"[yellow]no snapshot at exit: {exc}")
+        return
+    if answer["complete"]:
+        console.print(
+            f"snapshot {answer['snapshot_id']} ({answer['rows']} rows): {answer['location']}"
+        )
+    else:
+        console.print(f"[yellow]snapshot {answer['snapshot_id']} incomplete: {answer['missing']}")
 
 
 def run_cli(args: argparse.Namespace) -> int:

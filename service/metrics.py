@@ -99,3 +99,50 @@ class Metrics:
             ["pipeline"],
             registry=r,
         )
+        self.batch_seconds = Histogram(
+            "eddy_batch_process_seconds",
+            "Time to process one fetched batch of one input partition.",
+            ["pipeline"],
+            registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+        )
+        self.consumer_lag = Gauge(
+            "eddy_consumer_lag_records",
+            "Records of an input partition not processed yet (last stable offset - next).",
+            ["pipeline", "topic", "partition"],
+            registry=r,
+        )
+        self.state_keys = Gauge(
+            "eddy_state_keys",
+            "RocksDB's estimate of keys in a partition's state.",
+            ["pipeline", "partition"],
+            registry=r,
+        )
+        self.state_bytes = Gauge(
+            "eddy_state_bytes",
+            "RocksDB's estimate of live data bytes in a partition's state.",
+            ["pipeline", "partition"],
+            registry=r,
+        )
+        self.state_reads = Counter(
+            "eddy_state_reads", "Point reads of committed RocksDB state.", ["pipeline"], registry=r
+        )
+        self.state_writes = Counter(
+            "eddy_state_writes",
+            "RocksDB write batches (one per checkpoint).",
+            ["pipeline"],
+            registry=r,
+        )
+        self.http_seconds = Histogram(
+            "eddy_http_request_seconds",
+            "REST request latency by route.",
+            ["route", "method", "status"],
+            registry=r,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
+        )
+        self.restarts = Counter(
+            "eddy_partition_restarts",
+            "Partitions reopened from their last commit after pipeline code raised.",
+            ["pipeline", "reason"],
+            registry=r,
+        )

@@ -13,10 +13,11 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from service.eventtime import TimeWindow
+from service.eventtime import MIN_WATERMARK, TimeWindow
 from service.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
 from service.runtime.engine import PipelineRuntime
 from service.runtime.task import Task
+from tables import catalog
 from tables.codecs import key_prefix, window_key_range, window_prefix
 from tables.keyed import state_table
 from tables.store import PartitionStore, TableSpec
@@ -132,9 +133,12 @@ def window_top(
     this worker serves (``window_start_ms`` None: the newest window that closed)."""
     stores = [(p, runtime.stores.get(p)) for p in sorted(runtime.tasks)]
     if window_start_ms is None:
-        closed = [t.logic.watermark_ms for t in runtime.tasks.values()]
-        if not closed:
+        if not runtime.tasks:
             raise PartitionUnavailableError("no partition is served here yet", -1, 1)
+        closed = [t.logic.watermark_ms for t in runtime.tasks.values()]
+        closed = [w for w in closed if w != MIN_WATERMARK]
+        if not closed:
+            raise UnknownKeyError("no window has closed yet: no records so far")
         newest_end = (max(closed) + 1) // size_ms * size_ms
         window_start_ms = newest_end - size_ms
     window = TimeWindow(window_start_ms, window_start_ms + size_ms)
@@ -174,3 +178,65 @@ def _known(store: PartitionStore, prefix: bytes) -> bool:
     return any(True for _ in store.scan(RESULTS, prefix, upper)) or any(
         True for _ in store.scan(window_table("windows"), prefix, upper)
     )
+
+
+def table_names(runtime: PipelineRuntime) -> list[str]:
+    """Tables with entries in any partition this worker serves."""
+    names: set[str] = set()
+    for partition in runtime.tasks:
+        store = runtime.stores.get(partition)
+        if store is not None:
+            names.update(store.table_names())
+    return sorted(names)
+
+
+@dataclass(frozen=True)
+class TablePage:
+    key: str
+    partition: int
+    layout: str
+    entries: list[catalog.Entry]
+    next_from_ms: int | None
+    watermark_ms: int | None
+    committed_offsets: dict[str, int]
+
+
+def table_entries(
+    runtime: PipelineRuntime, table: str, key: str, from_ms: int, to_ms: int, limit: int
+) -> TablePage:
+    """``key``'s entries in any table (windows starting in ``[from_ms, to_ms)``).
+
+    Raises:
+        ValueError: the table is keyed by time, not by a record key.
+    """
+    view = catalog.view_of(table)
+    partition, task, store = locate(runtime, key)
+    entries = catalog.lookup(store, table, key, from_ms, to_ms, limit)
+    if not entries and (view.layout == "by_key" or not catalog.has_key(store, table, key)):
+        raise UnknownKeyError(f"no entry for {key!r} in table {table!r}")
+    more = len(entries) > limit
+    entries = entries[:limit]
+    last = entries[-1].window if entries else None
+    return TablePage(
+        key=key,
+        partition=partition,
+        layout=view.layout,
+        entries=entries,
+        next_from_ms=last.start_ms + 1 if more and last is not None else None,
+        watermark_ms=task.logic.watermark_ms,
+        committed_offsets={tp.topic: o for tp, o in task.committed_offsets.items()},
+    )
+
+
+def table_keys(runtime: PipelineRuntime, table: str, limit: int) -> list[str]:
+    """Up to ``limit`` keys of ``table`` over the partitions this worker serves.
+
+    Raises:
+        ValueError: the table is keyed by time, not by a record key.
+    """
+    found: set[str] = set()
+    for partition in sorted(runtime.tasks):
+        store = runtime.stores.get(partition)
+        if store is not None:
+            found.update(catalog.keys(store, table, limit))
+    return sorted(found)[:limit]

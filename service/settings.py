@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service.errors import ConfigError
@@ -29,6 +29,27 @@ LOCAL_BOOTSTRAP = "127.0.0.1:9092"
 class Guarantee(StrEnum):
     EXACTLY_ONCE = "exactly_once"
     AT_LEAST_ONCE = "at_least_once"
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class SaslMechanism(StrEnum):
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    PLAIN = "PLAIN"
+
+
+class RestartStrategy(StrEnum):
+    """What a worker does when pipeline code raises (service/runtime/restarts.py)."""
+
+    FIXED_DELAY = "fixed_delay"
+    FAILURE_RATE = "failure_rate"
+    NONE = "none"
 
 
 class Settings(BaseSettings):
@@ -56,6 +77,28 @@ class Settings(BaseSettings):
     )
     commit_interval_ms: int = Field(
         100, ge=10, le=60_000, description="How often offsets, outputs and state commit."
+    )
+    restart_strategy: RestartStrategy = Field(
+        RestartStrategy.FIXED_DELAY,
+        description="When pipeline code raises on a record: fixed_delay (reopen the partition "
+        "from its last commit after restart_delay_ms), failure_rate (the same, but stop after "
+        "restart_max_failures within restart_interval_ms) or none (stop the worker).",
+    )
+    restart_delay_ms: int = Field(
+        1_000, ge=0, le=600_000, description="Wait before reopening a failed partition."
+    )
+    restart_max_failures: int = Field(
+        10, ge=1, description="failure_rate: most failures within restart_interval_ms."
+    )
+    restart_interval_ms: int = Field(
+        60_000, ge=1_000, description="failure_rate: the window failures are counted in."
+    )
+    max_record_attempts: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="A record whose processing raises this many times goes to the dead-letter "
+        "topic with the error, so one poison record cannot stop a partition.",
     )
     transaction_timeout_ms: int = Field(
         30_000,
@@ -143,6 +186,11 @@ class Settings(BaseSettings):
         description="Topic prefix of the eos_checker pipeline (input, echo, agg, alerts).",
     )
     api_host: str = Field("127.0.0.1", description="Address the REST API binds to.")
+    api_token: SecretStr | None = Field(
+        None,
+        description="When set, every endpoint but /healthz and /readyz needs the header "
+        "'Authorization: Bearer <token>' (the dashboard asks for it once).",
+    )
     api_advertised_url: str | None = Field(
         None,
         pattern=r"^https?://[^/\s]+$",
@@ -152,6 +200,49 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=0, le=65_535, description="Port of the REST API (0 = any).")
     api_max_results: int = Field(
         1_000, ge=1, description="Most window results one REST response may return."
+    )
+    snapshot_root: str = Field(
+        ".eddy/snapshots",
+        min_length=1,
+        description="Where state snapshots are published (Parquet + manifest): a local "
+        "path or an S3-compatible URI such as s3://bucket/prefix (docs/snapshots.md).",
+    )
+    snapshot_interval_ms: int = Field(
+        0,
+        ge=0,
+        description="Take a snapshot at every multiple of this (wall clock, all workers "
+        "alike); 0 = only on demand (python -m service snapshot) and at make run's exit.",
+    )
+    snapshot_retain: int = Field(
+        5, ge=1, le=1_000, description="Complete snapshots kept; older ones are deleted."
+    )
+    snapshot_timeout_ms: int = Field(
+        600_000,
+        ge=1_000,
+        description="Longest wait for another worker's part of an on-demand snapshot.",
+    )
+    security_protocol: SecurityProtocol = Field(
+        SecurityProtocol.PLAINTEXT,
+        description="How every Kafka client (worker, simulator, topic admin) talks to the "
+        "brokers: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+    )
+    sasl_mechanism: SaslMechanism = Field(
+        SaslMechanism.SCRAM_SHA_512,
+        description="SASL mechanism when EDDY_SECURITY_PROTOCOL is SASL_*: SCRAM-SHA-512, "
+        "SCRAM-SHA-256 or PLAIN.",
+    )
+    sasl_username: str | None = Field(
+        None, min_length=1, description="SASL user name (needed with SASL_* protocols)."
+    )
+    sasl_password: SecretStr | None = Field(
+        None,
+        description="SASL password (needed with SASL_* protocols); set it from a Secret, "
+        "never in a ConfigMap.",
+    )
+    ssl_cafile: Path | None = Field(
+        None,
+        description="PEM file of the CA that signed the brokers' certificates (SSL and "
+        "SASL_SSL); unset = the system's trusted CAs.",
     )
     log_level: str = Field(
         "INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="Log level."
@@ -191,6 +282,23 @@ class Settings(BaseSettings):
             raise ValueError("the readings, averages, late and dead-letter topics must differ")
         return self
 
+    @model_validator(mode="after")
+    def _sasl_has_credentials(self) -> Settings:
+        # Without this a worker would start, retry the handshake for a minute and then
+        # blame the network; naming the variables now says what is missing.
+        if self.security_protocol.value.startswith("SASL_"):
+            missing = [
+                f"{ENV_PREFIX}{name.upper()}"
+                for name in ("sasl_username", "sasl_password")
+                if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"EDDY_SECURITY_PROTOCOL={self.security_protocol.value} needs "
+                    + " and ".join(missing)
+                )
+        return self
+
     def topic(self, name: str) -> str:
         """A reference pipeline's topic, with ``EDDY_TOPIC_PREFIX``."""
         return f"{self.topic_prefix}{name}"
@@ -199,6 +307,11 @@ class Settings(BaseSettings):
         """These settings as the environment variables that reproduce them."""
         env = {}
         for name, value in self.model_dump(mode="json").items():
+            if value is None:
+                continue  # unset optional settings stay unset
+            secret = getattr(self, name)
+            if isinstance(secret, SecretStr):
+                value = secret.get_secret_value()  # dumped as '**********'
             text = ",".join(value) if isinstance(value, list) else str(value)
             env[f"{ENV_PREFIX}{name.upper()}"] = text
         return env

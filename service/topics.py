@@ -14,6 +14,7 @@ from aiokafka.errors import KafkaError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from service.errors import BrokerUnavailableError, TopicMismatchError
+from service.kafka_clients import connection_kwargs
 from service.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def standard_topics(settings: Settings) -> list[TopicSpec]:
 
 def admin_client(settings: Settings) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(
-        bootstrap_servers=settings.bootstrap_servers,
+        **connection_kwargs(settings),
         client_id=f"{settings.app_id}-admin-{settings.worker_id}",
         request_timeout_ms=15_000,
     )

@@ -26,6 +26,7 @@ from service.pipeline.copartition import co_partition
 from service.queries import StateValue, UnknownKeyError, WindowPage, window_results
 from service.runtime.engine import PipelineRuntime
 from service.settings import Settings, load_settings
+from service.snapshot.take import Snapshotter
 from service.topics import TopicSpec, ensure_topics
 from tables.store import StateFormatError
 
@@ -64,13 +65,18 @@ class Worker:
         self._app: FastAPI | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self.snapshots = Snapshotter(settings, lambda: self.runtimes, self.clock)
+        self._periodic: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
         sock = _bind(self.settings.api_host, self.settings.api_port)
         self.api_port = sock.getsockname()[1]
-        self._app = create_app(self)
+        token = self.settings.api_token
+        self._app = create_app(
+            self, token.get_secret_value() if token else None, self._observe_request
+        )
         config = uvicorn.Config(self._app, log_level="warning", access_log=False, lifespan="off")
         self._server = _Server(config)
         self._tasks.append(asyncio.create_task(self._server.serve([sock]), name="api"))
@@ -83,6 +89,8 @@ class Worker:
             await runtime.start()
             self._tasks.append(asyncio.create_task(runtime.run(), name=runtime.name))
         self._started = True
+        if self.settings.snapshot_interval_ms > 0:
+            self._periodic = asyncio.create_task(self.snapshots.run_periodic(), name="snapshots")
         log.info(
             "worker %s started; API on http://%s:%d",
             self.worker_id,
@@ -116,6 +124,8 @@ class Worker:
         self._stopped.set()
 
     async def stop(self) -> None:
+        if self._periodic is not None:
+            self._periodic.cancel()
         for runtime in self.runtimes.values():
             await runtime.stop()
         if self._server is not None:
@@ -128,6 +138,9 @@ class Worker:
                 continue  # a failed task's error was raised by wait(), and reported
             with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
                 await asyncio.wait_for(task, timeout=10)
+
+    def _observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.metrics.http_seconds.labels(route, method, str(status)).observe(seconds)
 
     @property
     def endpoint(self) -> str:
@@ -184,11 +197,45 @@ class Worker:
     ) -> queries.WindowTop:
         return queries.window_top(self._runtime(pipeline), window_start_ms, size_ms, n, field)
 
+    def pipelines(self) -> dict[str, list[str]]:
+        return {name: queries.table_names(rt) for name, rt in self.runtimes.items()}
+
+    def table_entries(
+        self, pipeline: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
+    ) -> queries.TablePage:
+        return queries.table_entries(self._runtime(pipeline), table, key, from_ms, to_ms, limit)
+
+    def remote_owners(self, pipeline: str) -> dict[str, list[int]]:
+        """Other workers' endpoints and the partitions of ``pipeline`` they own; a
+        partition without a known owner is listed under ''."""
+        runtime = self._runtime(pipeline)
+        owners: dict[str, list[int]] = {}
+        for partition in range(runtime.partition_count):
+            if partition in runtime.tasks:
+                continue
+            owner = runtime.owner_of(partition) or ""
+            if owner != self.endpoint:
+                owners.setdefault(owner, []).append(partition)
+        return owners
+
+    def table_keys(self, pipeline: str, table: str, limit: int) -> list[str]:
+        return queries.table_keys(self._runtime(pipeline), table, limit)
+
+    def watermarks(self) -> dict[str, dict[int, int]]:
+        return {name: rt.watermarks() for name, rt in self.runtimes.items()}
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
     def _runtime(self, pipeline: str) -> PipelineRuntime:
         runtime = self.runtimes.get(pipeline)
         if runtime is None:
             raise UnknownKeyError(f"pipeline {pipeline!r} does not run on this worker")
         return runtime
+
+    async def take_snapshot(self, snapshot_id: str | None, fan_out: bool) -> dict[str, Any]:
+        """Snapshot this worker's partitions (and, with ``fan_out``, every peer's)."""
+        return await self.snapshots.take_everywhere(snapshot_id, fan_out)
 
     def metrics_text(self) -> tuple[bytes, str]:
         return generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST

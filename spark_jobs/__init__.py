@@ -1,6 +1,9 @@
-"""Batch analytics on Eddy's state snapshots, run by Spark.
+"""Batch analytics on Eddy's state snapshots, run by Spark (docs/snapshots.md).
 
-Each job is a module with ``main(argv)`` and a pure ``transform(...)``; none
-imports Faust, the agents or the API. The snapshot export they read is built in
-a later step; until then this package holds no jobs.
+Each job is a module with ``main(argv)`` and a pure ``transform(...)`` (DataFrames
+in, DataFrames out, no I/O), runnable as ``python -m spark_jobs.<job>`` or with
+``spark-submit``. ``python -m spark_jobs`` runs them all on the newest snapshot.
+None imports Faust, the agents or the API.
 """
+
+JOBS = ("sensor_report", "vehicle_speed_report", "hashtag_trends", "snapshot_diff")

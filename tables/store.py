@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -70,8 +70,12 @@ class PartitionStore:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = Rdict(str(path), _options())
+        # Plain counters, read by the runtime's metrics (tables/ knows no Prometheus).
+        self.reads = 0
+        self.writes = 0
 
     def get(self, table: TableSpec[K, V], key: K) -> V | None:
+        self.reads += 1
         raw = self._db.get(table.full_key(key))
         if raw is None:
             return None
@@ -102,6 +106,29 @@ class PartitionStore:
     def begin(self) -> PartitionTransaction:
         return PartitionTransaction(self)
 
+    def size(self) -> tuple[int, int]:
+        """RocksDB's estimates of (keys, live data bytes): cheap, for metrics."""
+        keys = self._db.property_int_value("rocksdb.estimate-num-keys") or 0
+        live = self._db.property_int_value("rocksdb.estimate-live-data-size") or 0
+        return int(keys), int(live)
+
+    def table_names(self) -> list[str]:
+        """Names of the tables with at least one entry, in order.
+
+        One seek per table: a key starts with its table's length-prefixed name, so
+        after reading one key the next table starts at the name's next prefix.
+        """
+        names: list[str] = []
+        start = b"\x01"  # above the local bookkeeping keys (empty table name)
+        while True:
+            keys = cast(Iterator[bytes], self._db.keys(from_key=start))
+            raw = next(iter(keys), None)
+            if raw is None or len(raw) < 1 + raw[0]:
+                return names
+            prefix = raw[: 1 + raw[0]]
+            names.append(prefix[1:].decode())
+            start = _next_prefix(prefix)
+
     def changelog_offset(self) -> int:
         """Offset of the last changelog record reflected locally, or -1."""
         raw = self._db.get(_CHANGELOG_OFFSET)
@@ -113,6 +140,7 @@ class PartitionStore:
         """Write changelog-shaped records (full keys; ``None`` deletes) and the offset
         of the last changelog record they reflect, atomically in one ``WriteBatch``."""
         batch = WriteBatch(raw_mode=True)
+        self.writes += 1
         for key, value in records:
             if value is None:
                 batch.delete(key)
@@ -121,6 +149,12 @@ class PartitionStore:
         if changelog_offset is not None:
             batch.put(_CHANGELOG_OFFSET, str(changelog_offset).encode())
         self._db.write(batch)
+
+    def checkpoint(self, path: Path) -> None:
+        """A RocksDB checkpoint of the committed state at ``path`` (hard links on the
+        same disk: cheap), readable after this store moves on or closes."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Checkpoint(self._db).create_checkpoint(str(path))
 
     def close(self) -> None:
         self._db.close()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import BackendDep
 from api.errors import BadRequestError
+from api.forward import ask_owners
 from api.schemas import Freshness
 
 router = APIRouter(tags=["pipelines"])
@@ -53,14 +54,20 @@ class Top(BaseModel):
     served_by: str
 
 
-def _windows(
-    backend: BackendDep, pipeline: str, key: str, from_ms: int, to_ms: int, limit: int | None
-) -> WindowsOf:
+def page_limit(backend: BackendDep, from_ms: int, to_ms: int, limit: int | None) -> int:
+    """The page size to use, after checking the range and the limit (400 if wrong)."""
     if from_ms > to_ms:
         raise BadRequestError(f"from_ms ({from_ms}) must not be after to_ms ({to_ms})")
     limit = min(100, backend.max_results) if limit is None else limit
     if limit > backend.max_results:
         raise BadRequestError(f"limit {limit} is above the maximum of {backend.max_results}")
+    return limit
+
+
+def _windows(
+    backend: BackendDep, pipeline: str, key: str, from_ms: int, to_ms: int, limit: int | None
+) -> WindowsOf:
+    limit = page_limit(backend, from_ms, to_ms, limit)
     page = backend.windows(pipeline, key, from_ms, to_ms, limit)
     return WindowsOf(
         key=key,
@@ -143,23 +150,37 @@ def vehicle_agreement(backend: BackendDep, vehicle_id: Key) -> Agreement:
 
 
 @router.get("/hashtags/top", response_model=Top)
-def hashtags_top(
+async def hashtags_top(
+    request: Request,
     backend: BackendDep,
     window_start_ms: Annotated[
         int | None,
         Query(ge=0, le=MAX_TIME_MS, description="A window's start (default: newest closed)"),
     ] = None,
     n: Annotated[int, Query(ge=1, le=1_000, description="How many hashtags")] = 10,
+    scope: Annotated[
+        Literal["all", "local"],
+        Query(description="all: every partition, asking the other workers; local: this one's"),
+    ] = "all",
 ) -> Top:
-    """The window's most used hashtags (hashtag_counts)."""
+    """The window's most used hashtags (hashtag_counts), over every partition."""
     if window_start_ms is not None and window_start_ms % 60_000:
         raise BadRequestError("window_start_ms must be a minute boundary (windows are 1 min)")
     top = backend.window_top("hashtag_counts", window_start_ms, 60_000, n, "count")
+    rows = [TopRow(hashtag=r["hashtag"], count=r["count"], total=r["total"]) for r in top.rows]
+    partitions = set(top.partitions)
+    if scope == "all":
+        params = {"window_start_ms": top.window.start_ms, "n": n, "scope": "local"}
+        owners = backend.remote_owners("hashtag_counts")
+        for answer in await ask_owners(request, owners, "/hashtags/top", params):
+            rows += [TopRow.model_validate(row) for row in answer["top"]]
+            partitions.update(answer["partitions"])
+    rows.sort(key=lambda r: (-r.count, r.hashtag))
     return Top(
         window_start_ms=top.window.start_ms,
         window_end_ms=top.window.end_ms,
-        top=[TopRow(hashtag=r["hashtag"], count=r["count"], total=r["total"]) for r in top.rows],
-        partitions=top.partitions,
+        top=rows[:n],
+        partitions=sorted(partitions),
         served_by=backend.worker_id,
     )
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -98,12 +98,25 @@ async def end_offsets(bootstrap: str, topics: Sequence[str], partitions: int) ->
 
 class GroupLag:
     """Each pipeline's consumer group: committed input offsets and how far behind the
-    end of its input they are."""
+    end of its inputs they are.
 
-    def __init__(self, bootstrap: str, groups: dict[str, str], partitions: int) -> None:
+    An input another pipeline writes in transactions (the repartition topic) ends
+    with a commit marker that no consumer ever commits past, so there "behind" is
+    the number of records a ``read_committed`` reader finds after the committed
+    offset, plus whatever an open transaction still holds.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        groups: Mapping[str, Sequence[str]],
+        partitions: int,
+        transactional: Iterable[str] = (),
+    ) -> None:
         self._bootstrap = bootstrap
-        self._groups = groups  # group id -> input topic
+        self._groups = groups  # group id -> input topics
         self._partitions = partitions
+        self._transactional = set(transactional)
 
     async def positions(self) -> dict[str, tuple[int, int]] | None:
         """Per group: (committed records, records behind), or None if Kafka is away."""
@@ -112,28 +125,55 @@ class GroupLag:
         settings = load_settings(bootstrap_servers=self._bootstrap, worker_id="chaos")
         admin = admin_client(settings)
         consumer = _consumer(self._bootstrap, committed=False)
+        committed_reader = _consumer(self._bootstrap, committed=True)
         try:
             await admin.start()
             await consumer.start()
+            if self._transactional:
+                await committed_reader.start()
             out = {}
-            for group, topic in self._groups.items():
-                tps = partitions_of([topic], self._partitions)
+            for group, topics in self._groups.items():
+                tps = partitions_of(topics, self._partitions)
                 ends = await consumer.end_offsets(tps)
                 offsets = await admin.list_consumer_group_offsets(group, partitions=tps)
-                done = 0
+                done = behind = 0
                 for tp in tps:
                     meta = offsets.get(tp)
-                    done += meta.offset if meta is not None and meta.offset >= 0 else 0
-                out[group] = (done, sum(ends.values()) - done)
+                    at = meta.offset if meta is not None and meta.offset >= 0 else 0
+                    done += at
+                    if tp.topic in self._transactional and at < ends[tp]:
+                        behind += await _records_after(committed_reader, tp, at, ends[tp])
+                    else:
+                        behind += ends[tp] - at
+                out[group] = (done, behind)
             return out
         except (KafkaError, OSError, TimeoutError) as exc:
             log.debug("group offsets unavailable: %r", exc)
             return None
         finally:
-            with contextlib.suppress(Exception):
-                await consumer.stop()
+            for client in (consumer, committed_reader):
+                with contextlib.suppress(Exception):
+                    await client.stop()
             with contextlib.suppress(Exception):
                 await admin.close()
+
+
+async def _records_after(reader: AIOKafkaConsumer, tp: TopicPartition, at: int, end: int) -> int:
+    """Records ``read_committed`` finds in ``tp`` from offset ``at``, plus the records
+    of a transaction still open (between the last stable offset and ``end``)."""
+    stable = int((await reader.end_offsets([tp]))[tp])
+    reader.assign([tp])
+    reader.seek(tp, at)
+    found = 0
+    empty_polls = 0
+    # A lone commit marker yields no record and does not move the position: stop
+    # after two empty polls rather than wait for the position to pass it.
+    while await reader.position(tp) < stable and empty_polls < 2:
+        batch = await reader.getmany(tp, timeout_ms=200, max_records=10_000)
+        records = sum(len(r) for r in batch.values())
+        found += records
+        empty_polls = 0 if records else empty_polls + 1
+    return found + (end - stable)
 
 
 async def check_markers(

@@ -16,6 +16,7 @@ from service.chaos.cluster import Crash
 from service.chaos.faults import FaultRecord, Finding
 from service.chaos.schedule import RunConfig, Schedule, to_json
 from service.chaos.verify import CHECKER, SENSORS, Check
+from service.chaos.verify_reference import PIPELINES as REFERENCE
 
 
 @dataclass
@@ -142,7 +143,7 @@ def render(result: RunResult, console: Console) -> None:
     outputs = Table(title="outputs (read_committed)", title_justify="left")
     for column in ("pipeline", "inputs", "lost", "duplicated", "wrong", "order", "checks"):
         outputs.add_column(column, justify="left" if column == "pipeline" else "right")
-    for pipeline in (CHECKER, SENSORS, "run"):
+    for pipeline in (CHECKER, SENSORS, *REFERENCE, "run"):
         checks = [c for c in result.checks if c.pipeline == pipeline]
         if not checks:
             continue

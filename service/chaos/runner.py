@@ -2,8 +2,8 @@
 
 Fresh application id and topics per run; W workers; the input produced at a
 steady pace while the schedule's faults fire; then a drain (every worker alive
-and ready, both consumer groups committed up to the end of their input, stable
-for a few seconds); then the checks of ``service.chaos.verify`` on what
+and ready, every pipeline's consumer group committed up to the end of its input,
+stable for a few seconds); then the checks of ``service.chaos.verify`` on what
 ``read_committed`` readers see, the REST answers, and open-transaction markers.
 Everything lands in ``.eddy/chaos/<run-id>/``: ``schedule.json`` (replayable),
 ``results.json``, one log per worker incarnation.
@@ -23,9 +23,10 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from agents import PIPELINES
 from agents.eos_checker import topics as checker_topics
 from service import localkafka
-from service.chaos import rest, workload
+from service.chaos import reference, rest, workload
 from service.chaos.cluster import Cluster, WorkerDown, excerpt
 from service.chaos.errors import ChaosError
 from service.chaos.faults import Finding, Injector
@@ -67,7 +68,11 @@ def run_settings(schedule: Schedule, tag: str, run_dir: Path) -> Settings:
         late_topic=f"chaos-{tag}-late",
         dead_letter_topic=f"chaos-{tag}-dead",
         checker_topic_prefix=f"chaos-{tag}-eos-",
-        pipelines=("sensor_averages", "eos_checker"),
+        topic_prefix=f"chaos-{tag}-",
+        pipelines=tuple(PIPELINES),
+        # Never declare a (killed, stopped) upstream task idle: hashtag_counts would
+        # move on without it and drop its records as late, depending on timing.
+        upstream_idle_timeout_ms=0,
         processing_guarantee=cfg.guarantee,
         commit_interval_ms=cfg.commit_interval_ms,
         session_timeout_ms=cfg.session_timeout_ms,
@@ -106,6 +111,7 @@ class ChaosRun:
             cfg.sensors,
             self.base_ms,
             self.settings.watermark_bound_ms,
+            cfg.partitions,
         )
         self.messages = self.workload.interleaved()
         self.result = RunResult(self.run_id, self.run_dir, schedule, expect_duplicates)
@@ -141,6 +147,7 @@ class ChaosRun:
     async def _execute(self, started: float) -> RunResult:
         cfg = self.schedule.config
         await self._create_topics()
+        await self._feed_thresholds()
         cluster = Cluster(self.settings, self.run_dir)
         try:
             for i in range(cfg.workers):
@@ -189,10 +196,19 @@ class ChaosRun:
         n = self.schedule.config.partitions
         specs = standard_topics(self.settings)
         specs += [TopicSpec(name, n, exact_partitions=False) for name in self.topics.values()]
+        specs += reference.topic_specs(self.settings)
         try:
             await ensure_topics(self.settings, specs)
         except EddyError as exc:
             raise ChaosError(f"cannot create the run's topics: {exc}") from None
+
+    async def _feed_thresholds(self) -> None:
+        """Threshold updates before any worker runs: every task then has its broadcast
+        state before the first reading, so threshold alerts do not depend on timing."""
+        if not self.workload.thresholds:
+            return
+        topics = {"thresholds": reference.input_topics(self.settings)["thresholds"]}
+        await Feeder(self.bootstrap, topics, self.workload.thresholds, rate_per_s=1e6).run()
 
     async def _feed_with_faults(self, cluster: Cluster) -> Feeder:
         cfg = self.schedule.config
@@ -209,7 +225,11 @@ class ChaosRun:
             )
             feeder = Feeder(
                 self.bootstrap,
-                {"checker": self.topics["input"], "sensor": self.settings.readings_topic},
+                {
+                    "checker": self.topics["input"],
+                    "sensor": self.settings.readings_topic,
+                    **reference.input_topics(self.settings),
+                },
                 self.messages,
                 rate_per_s=len(self.messages) / cfg.feed_seconds,
                 on_progress=lambda n: progress.update(bar, completed=n),
@@ -239,15 +259,16 @@ class ChaosRun:
         return feeder
 
     def _groups(self) -> GroupLag:
-        app = self.settings.app_id
-        groups = {
-            f"{app}.eos_checker": self.topics["input"],
-            f"{app}.sensor_averages": self.settings.readings_topic,
-        }
-        return GroupLag(self.bootstrap, groups, self.schedule.config.partitions)
+        """Every pipeline's consumer group (``<app_id>.<pipeline>``) and inputs."""
+        return GroupLag(
+            self.bootstrap,
+            reference.groups(self.settings),
+            self.schedule.config.partitions,
+            reference.transactional_inputs(self.settings),
+        )
 
     async def _drain(self, cluster: Cluster) -> None:
-        """Until every worker is ready and both groups committed all input, for a while."""
+        """Until every worker is ready and every group committed all input, for a while."""
         groups = self._groups()
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         stable_since: float | None = None
@@ -308,10 +329,14 @@ class ChaosRun:
         cfg = self.schedule.config
         s = self.settings
         n, echo = cfg.partitions, self.topics["echo"]
-        sources = [self.topics["input"], s.readings_topic]
+        ref_inputs = reference.input_topics(s)
+        control = ref_inputs.pop("thresholds")
+        sources = [self.topics["input"], s.readings_topic, *ref_inputs.values()]
         inputs = await read(self.bootstrap, sources, n, committed=False)
+        inputs |= await read(self.bootstrap, [control], 1, committed=False)
         names = [echo, self.topics["agg"], self.topics["alerts"]]
         names += [s.averages_topic, s.late_topic, s.dead_letter_topic]
+        names += reference.output_topics(s)
         out = await read(self.bootstrap, names, n)
         uncommitted = await read(self.bootstrap, [echo], n, committed=False)
         self.result.aborted_echo = len(uncommitted[echo]) - len(out[echo])
@@ -340,7 +365,14 @@ class ChaosRun:
             if self.result.aborted_echo <= 0:
                 landed.fail("no aborted records: did the faults hit open transactions?")
             checks.append(landed)
+        ref = reference.verify(s, inputs, out, dead)
+        checks += ref.checks
+        self.result.records |= ref.records
+        self.result.notes += ref.notes
         checks += await rest.check_answers(cluster, expected, sensors)
+        checks += await rest.check_reference_answers(
+            cluster, ref.powerups_by_team, ref.counts_by_tag
+        )
         self.result.checks = checks
         malformed = sum(is_malformed(r) for r in [*checker_in, *sensor_in])
         self.result.notes.append(f"{malformed} malformed inputs, {len(sensors.late)} late readings")
@@ -349,6 +381,7 @@ class ChaosRun:
         s = self.settings
         names = [self.topics[n] for n in ("echo", "agg", "alerts")]
         names += [s.averages_topic, s.late_topic, s.dead_letter_topic]
+        names += reference.output_topics(s)
         names += [changelog_topic(s, p) for p in s.pipelines]
         check = Check("no transaction left open (markers visible)", "run", "other")
         check.checked = len(names) * self.schedule.config.partitions
@@ -366,6 +399,7 @@ class ChaosRun:
     async def _clean_up(self) -> None:
         s = self.settings
         names = [*self.topics.values(), *(t.name for t in standard_topics(s))]
+        names += [spec.name for spec in reference.topic_specs(s)]
         names += [changelog_topic(s, p) for p in s.pipelines]
         with contextlib.suppress(Exception):
             await delete_topics(self.bootstrap, names)

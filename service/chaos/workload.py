@@ -5,7 +5,9 @@ Checker records ``{id, key, seq, amount}``: ids ``0..N-1``, keys drawn at random
 ``sum`` both move). Sensor readings: a steady stream disordered by at most the
 watermark bound (so none is late by accident), a few deliberate stragglers far
 behind the stream (late by construction), a few malformed records (dead letters),
-and one closing reading per sensor far ahead so that every window closes.
+and one closing reading per sensor far ahead so that every window closes. The
+reference pipelines' streams (tweets, game events, vehicle speeds, threshold
+updates) come from ``service.chaos.streams``.
 
 Malformed records carry the header ``chaos.kind: malformed`` so the verifier can
 tell them apart from the input read back, without reimplementing Eddy's decoder.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -30,7 +32,7 @@ Headers = tuple[tuple[str, bytes], ...]
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    stream: str  # "checker" or "sensor": which input topic
+    stream: str  # "checker", "sensor", "tweets"...: which input topic (see Feeder)
     key: bytes
     value: bytes | None
     headers: Headers = ()
@@ -40,16 +42,24 @@ class Message:
 class Workload:
     checker: tuple[Message, ...]
     sensor: tuple[Message, ...]
+    # The reference pipelines' streams (service.chaos.streams), by stream name.
+    # Threshold updates are not among them: they are fed before the workers start.
+    reference: dict[str, tuple[Message, ...]] = field(default_factory=dict)
+    thresholds: tuple[Message, ...] = ()
+
+    @property
+    def streams(self) -> list[tuple[Message, ...]]:
+        return [self.checker, self.sensor, *self.reference.values()]
 
     @property
     def total(self) -> int:
-        return len(self.checker) + len(self.sensor)
+        return sum(len(stream) for stream in self.streams)
 
     def interleaved(self) -> list[Message]:
-        """Both streams merged in proportion, so both progress together."""
-        merged = [(i / len(self.checker), 0, m) for i, m in enumerate(self.checker)]
-        if self.sensor:
-            merged += [(i / len(self.sensor), 1, m) for i, m in enumerate(self.sensor)]
+        """Every stream merged in proportion, so all progress together."""
+        merged = []
+        for n, stream in enumerate(self.streams):
+            merged += [(i / len(stream), n, m) for i, m in enumerate(stream)]
         merged.sort(key=lambda item: (item[0], item[1]))
         return [m for _, _, m in merged]
 
@@ -75,11 +85,25 @@ def sensor_name(index: int) -> str:
 
 
 def build(
-    seed: int, records: int, keys: int, readings: int, sensors: int, base_ms: int, bound_ms: int
+    seed: int,
+    records: int,
+    keys: int,
+    readings: int,
+    sensors: int,
+    base_ms: int,
+    bound_ms: int,
+    partitions: int = 6,
 ) -> Workload:
+    from service.chaos import streams  # it builds on this module's Message
+
+    names = [sensor_name(i) for i in range(sensors)]
+    reference = dict(streams.all_streams(seed, readings, names, base_ms, bound_ms, partitions))
+    threshold_updates = reference.pop("thresholds", [])
     return Workload(
         tuple(checker_messages(seed, records, keys)),
         tuple(sensor_messages(seed, readings, sensors, base_ms, bound_ms)) if readings else (),
+        {name: tuple(messages) for name, messages in reference.items()},
+        tuple(threshold_updates),
     )
 
 
@@ -121,10 +145,11 @@ def sensor_messages(
     # Delay each reading by at most the watermark bound: disorder the bound allows.
     stream = sorted(in_order, key=lambda r: r[1] + rng.randint(0, bound_ms))
     out = [_reading(*r) for r in stream]
-    # Stragglers: far behind the stream where they are inserted, so late.
-    for _ in range(max(3, readings // 500)):
+    # Stragglers: behind the stream where they are inserted: most late for 5 s
+    # windows; for sensor_counts' 10 s windows some within its 5 s lateness (updates).
+    for _ in range(max(8, readings // 250)):
         at = rng.randrange(len(stream) // 5, len(stream))
-        behind = stream[at][1] - rng.randint(6_000, 20_000)
+        behind = stream[at][1] - rng.randint(4_000, 20_000)
         if behind >= base_ms:
             sensor = rng.choice(names)
             message = _reading(sensor, behind, round(rng.uniform(-20.0, 110.0), 2), STRAGGLER)

@@ -16,20 +16,23 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from service.errors import TopicMismatchError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
+from service.kafka_clients import connection_kwargs
 from service.metrics import Metrics
 from service.pipeline.base import BroadcastLogic, InputRecord, Pipeline
 from service.runtime.assignor import EddyAssignor
 from service.runtime.broadcast import BroadcastInput
+from service.runtime.gauges import StateGauges
 from service.runtime.output import TaskOutput
+from service.runtime.restarts import RecordFailedError, RestartPolicy
 from service.runtime.restore import restore_partition
 from service.runtime.standby import StandbyReplicas
 from service.runtime.stores import LocalStores
@@ -38,6 +41,9 @@ from service.settings import Settings
 from service.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
 
 log = logging.getLogger(__name__)
+# State size and lag are estimates; once a second is plenty and keeps commits cheap.
+GAUGES_EVERY_S = 1.0
+T = TypeVar("T")
 
 
 class PipelineRuntime:
@@ -68,6 +74,9 @@ class PipelineRuntime:
             settings.num_standby_replicas, self._local_state, lambda: self.endpoint
         )
         self.restoring: set[int] = set()
+        self._gauges = StateGauges(metrics, self.name)
+        self._restarts = RestartPolicy.from_settings(settings)
+        self._gauges_at = 0.0
         self.assigned_once = False
         self.failed: BaseException | None = None
         self._lock = asyncio.Lock()
@@ -99,7 +108,7 @@ class PipelineRuntime:
             self._shared_producer = self._producer(transactional_id=None)
             await self._shared_producer.start()
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap_servers,
+            **connection_kwargs(self.settings),
             group_id=self.group_id,
             client_id=f"{self.group_id}-{self.settings.worker_id}",
             enable_auto_commit=False,
@@ -158,6 +167,7 @@ class PipelineRuntime:
             owner = self.tasks.get(tp.partition)
             if owner is None:
                 continue
+            started = time.perf_counter()
             try:
                 processed = await owner.process(tp, records)
             except ProducerFenced:
@@ -166,6 +176,9 @@ class PipelineRuntime:
                 )
                 owner.discard()
                 await self._close_tasks([owner.partition])
+                continue
+            except RecordFailedError as failure:
+                await self._restart_after(owner, failure)
                 continue
             except (TimeoutError, KafkaError, OSError) as exc:
                 log.warning(
@@ -178,6 +191,7 @@ class PipelineRuntime:
                 await self._reopen(owner.partition)
                 continue
             self.metrics.records_in.labels(self.name).inc(processed)
+            self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
 
     async def stop(self) -> None:
         """Commit what was processed, leave the group, close state.
@@ -216,6 +230,15 @@ class PipelineRuntime:
 
     # -- checkpoints -------------------------------------------------------------
 
+    async def at_commit_boundary(self, action: Callable[[Mapping[int, Task]], T]) -> T:
+        """Commit every task, then run ``action`` on the open tasks before another
+        record is processed: their stores then hold exactly what Kafka committed at
+        ``task.committed_offsets`` (the consistent cut a snapshot needs). Tasks still
+        restoring, or reopening after a failed commit, are left out."""
+        async with self._lock:
+            await self._commit_all()
+            return action({p: t for p, t in self.tasks.items() if p not in self.restoring})
+
     async def _commit_all(self, *, reopen_failed: bool = True) -> None:
         """Checkpoint every task with work.
 
@@ -235,6 +258,10 @@ class PipelineRuntime:
             await self._commit_at_least_once(tasks, reopen_failed)
         self.metrics.commit_seconds.labels(self.name).observe(time.perf_counter() - started)
         self._update_watermark_metrics()
+        if time.monotonic() - self._gauges_at >= GAUGES_EVERY_S:
+            self._gauges_at = time.monotonic()
+            stores = {p: s for p in self.tasks if (s := self.stores.get(p)) is not None}
+            self._gauges.refresh(self._consumer, self.tasks, stores)
 
     async def _commit_one(self, task: Task, reopen_failed: bool) -> None:
         try:
@@ -343,6 +370,7 @@ class PipelineRuntime:
             changelog_topic=self.changelog,
             output=output,
             offsets=offsets,
+            restarts=self._restarts,
         )
         consumer = self._require_consumer()
         for tp, offset in offsets.items():
@@ -369,6 +397,25 @@ class PipelineRuntime:
             committed = await consumer.committed(tp)
             offsets[tp] = committed if committed is not None else beginnings[tp]
         return offsets
+
+    async def _restart_after(self, task: Task, failure: RecordFailedError) -> None:
+        """Abort the task's open work; reopen it from its last commit after a delay."""
+        delay_s = self._restarts.on_failure(failure)  # raises when restarts are exhausted
+        reason = type(failure.cause).__name__
+        self.metrics.restarts.labels(self.name, reason).inc()
+        log.warning(
+            "%s[%d]: %s; restarting the partition from its last commit in %.1f s",
+            self.name,
+            task.partition,
+            failure,
+            delay_s,
+            exc_info=failure.cause,
+        )
+        task.discard()
+        await self._close_tasks([task.partition])
+        self.restoring.add(task.partition)
+        self._pause(task.partition, True)
+        self._retry_at[task.partition] = time.monotonic() + delay_s
 
     async def _reopen(self, partition: int) -> None:
         await self._close_tasks([partition])
@@ -436,7 +483,7 @@ class PipelineRuntime:
 
     def _producer(self, transactional_id: str | None) -> AIOKafkaProducer:
         return AIOKafkaProducer(
-            bootstrap_servers=self.settings.bootstrap_servers,
+            **connection_kwargs(self.settings),
             client_id=f"{self.group_id}-{self.settings.worker_id}",
             enable_idempotence=True,
             acks="all",

@@ -6,6 +6,7 @@ import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from service.kafka_clients import connection_kwargs
 from service.runtime.stores import LocalStores
 from service.settings import Settings
 
@@ -16,7 +17,7 @@ APPLY_CHUNK = 10_000
 def changelog_reader(settings: Settings, purpose: str) -> AIOKafkaConsumer:
     """A group-less consumer for changelogs; aborted transactions stay invisible."""
     return AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap_servers,
+        **connection_kwargs(settings),
         client_id=f"{settings.app_id}-{purpose}-{settings.worker_id}",
         group_id=None,
         enable_auto_commit=False,

@@ -24,6 +24,7 @@ from aiokafka.structs import RecordMetadata
 
 from service.pipeline.base import BroadcastLogic, InputRecord, PartitionLogic, Pipeline
 from service.runtime.output import Pending, TaskOutput
+from service.runtime.restarts import RecordFailedError, RestartPolicy
 from tables.store import PartitionStore
 
 
@@ -43,6 +44,7 @@ class Task:
         changelog_topic: str,
         output: TaskOutput,
         offsets: dict[TopicPartition, int],
+        restarts: RestartPolicy | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.partition = partition
@@ -51,6 +53,7 @@ class Task:
         self.exactly_once = exactly_once
         self.changelog_topic = changelog_topic
         self.output = output
+        self.restarts = restarts
         self.txn = store.begin()
         self.logic: PartitionLogic = pipeline.create_logic(partition, store, self.txn)
         self.committed_offsets = dict(offsets)
@@ -73,7 +76,17 @@ class Task:
         for record in records:
             if record.offset < expected:
                 continue  # already reflected in state (a re-fetch after a seek)
-            self.logic.process(record, self.output)
+            record_id = (record.topic, record.partition, record.offset)
+            poison = self.restarts.poisoned.get(record_id) if self.restarts else None
+            if poison is not None and self.restarts is not None:
+                self.output.dead_letter(record, poison)
+                self.restarts.dead_lettered(record_id)
+            else:
+                try:
+                    self.logic.process(record, self.output)
+                except Exception as exc:
+                    # The engine aborts this task and replays from the last commit.
+                    raise RecordFailedError(record_id, exc) from exc
             processed += 1
         if records:
             self.next_offsets[tp] = max(expected, records[-1].offset + 1)

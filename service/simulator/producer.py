@@ -26,6 +26,7 @@ from aiokafka.errors import KafkaError
 from pydantic import BaseModel
 
 from service.errors import BrokerUnavailableError, ConfigError
+from service.kafka_clients import connection_kwargs
 from service.records import SensorReading
 from service.settings import Settings
 from service.simulator.generator import SimulationConfig
@@ -192,7 +193,7 @@ async def _send_all(
 
 def _new_producer(settings: Settings) -> Any:
     return AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers,
+        **connection_kwargs(settings),
         client_id=f"{settings.app_id}-simulator-{settings.worker_id}",
         enable_idempotence=True,
         acks="all",

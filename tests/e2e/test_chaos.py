@@ -1,7 +1,9 @@
 """Exactly-once under faults, checked the way docs/eos-verification.md says.
 
-(a) a short exactly-once run with every fault kind against both pipelines must come
-out clean, with aborted transactions left behind (so the faults did land);
+(a) a short exactly-once run with every fault kind against every pipeline of
+agents/ (the checker, sensor_averages and the reference pipelines, the hashtag
+repartition included) must come out clean, with aborted transactions left behind
+(so the faults did land);
 (b) the negative control: the same harness in at-least-once mode must find
 duplicates, or the checks prove nothing; (c) the long run (``make chaos``), 20
 seeds, is marked slow. Each run leaves ``.eddy/chaos/<run-id>/`` with its
@@ -19,6 +21,7 @@ from rich.console import Console
 from service.chaos.report import RunResult, render
 from service.chaos.runner import run_chaos
 from service.chaos.schedule import ALL_KINDS, FaultKind, RunConfig, make_schedule
+from service.chaos.verify_reference import PIPELINES as REFERENCE
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +36,7 @@ async def _run(config: RunConfig, expect_duplicates: bool = False) -> tuple[RunR
     return result, out.getvalue()
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(900)
 async def test_exactly_once_survives_every_fault_kind() -> None:
     # ~250 records/s, so every kill -9 finds transactions with records in them.
     config = RunConfig(
@@ -52,9 +55,12 @@ async def test_exactly_once_survives_every_fault_kind() -> None:
     assert all(f.landed for f in result.faults), table  # restore_kill hit a restore
     assert result.records["eos_checker"] >= 5_000
     assert result.records["sensor_averages"] >= 3_000
+    for pipeline in REFERENCE:  # each checked, with input of its own
+        assert result.records[pipeline] > 0, pipeline
+        assert any(c.pipeline == pipeline for c in result.checks), pipeline
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 async def test_at_least_once_shows_duplicates_so_the_checker_can_see_them() -> None:
     config = RunConfig(
         seed=102,

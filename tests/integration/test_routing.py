@@ -52,9 +52,41 @@ def summary(windows: list[dict[str, Any]]) -> list[tuple[int, int, float, float]
     return [(w["window_start_ms"], w["count"], w["min"], w["max"]) for w in windows]
 
 
+async def top_hashtags_cover_both_workers(settings: Settings, a: Worker) -> None:
+    """Top-N of a window ranks every partition's hashtags, not just the asked worker's."""
+    tags = [f"tag{i}" for i in range(30)]
+    tweets = [
+        {"tweet_id": f"t{i}", "user": f"u{i % 11}", "text": f"#{tags[i % 30]} #{tags[i % 7]}"}
+        | {"timestamp_ms": BASE_MS + i * 100}
+        for i in range(400)
+    ]
+    closing = [
+        {"tweet_id": f"c{u}", "user": f"u{u}", "text": "", "timestamp_ms": BASE_MS + 600_000}
+        for u in range(11)
+    ]
+    topic = settings.topic("tweets")
+    await produce(
+        settings, topic, [(t["user"].encode(), orjson.dumps(t)) for t in tweets + closing]
+    )
+    counts: dict[str, int] = {}
+    for t in tweets:
+        for tag in dict.fromkeys(w[1:] for w in str(t["text"]).split()):
+            counts[tag] = counts.get(tag, 0) + 1
+    want = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    await read_all(settings, settings.topic("hashtag-counts"), min_records=len(counts))
+    async with httpx.AsyncClient(timeout=10) as client:
+        url = f"http://127.0.0.1:{a.api_port}/hashtags/top"
+        top = (await client.get(url, params={"window_start_ms": BASE_MS, "n": 5})).json()
+    assert [(r["hashtag"], r["count"]) for r in top["top"]] == want
+    assert top["partitions"] == list(range(settings.partitions))
+
+
 async def test_a_key_owned_by_another_worker_is_forwarded_and_restarts_give_503(
     settings: Settings, tmp_path: Path
 ) -> None:
+    settings = settings.model_copy(
+        update={"pipelines": ("sensor_averages", "hashtags", "hashtag_counts")}
+    )
     settings_b = settings.model_copy(
         update={"state_dir": tmp_path / "state-b", "worker_id": f"{settings.worker_id}-b"}
     )
@@ -78,6 +110,8 @@ async def test_a_key_owned_by_another_worker_is_forwarded_and_restarts_give_503(
             partitions=settings.partitions,
         )
         await read_all(settings, settings.averages_topic, min_records=len(expected.windows))
+
+        await top_hashtags_cover_both_workers(settings, a)
 
         sensor = next(s for s in SENSORS if partition_for(s, settings.partitions) in owned(b))
         want = sorted(

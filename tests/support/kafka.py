@@ -11,6 +11,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from service.kafka_clients import connection_kwargs
 from service.settings import Settings, load_settings
 from service.topics import admin_client, ensure_topics, partition_counts, standard_topics
 
@@ -39,9 +40,7 @@ def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
 async def produce(
     settings: Settings, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]
 ) -> int:
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers, enable_idempotence=True, linger_ms=5
-    )
+    producer = AIOKafkaProducer(**connection_kwargs(settings), enable_idempotence=True, linger_ms=5)
     await producer.start()
     try:
         futures = [await producer.send(topic, value, key=key) for key, value in records]
@@ -62,7 +61,7 @@ async def read_all(
 ) -> list[ConsumerRecord[bytes, bytes]]:
     """Read a topic from the beginning until ``min_records`` arrived and it went quiet."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.bootstrap_servers,
+        **connection_kwargs(settings),
         group_id=None,
         isolation_level="read_committed" if committed else "read_uncommitted",
         auto_offset_reset="earliest",

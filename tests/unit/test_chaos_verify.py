@@ -282,22 +282,26 @@ def test_late_readings_exactly_once_and_only_the_late_ones() -> None:
 # -- REST answers and readers -----------------------------------------------------------
 
 
-def test_rest_answers_need_one_owner_with_the_recomputed_value() -> None:
+def test_rest_answers_need_every_worker_one_owner_and_the_recomputed_value() -> None:
     want = {"a": {"count": 3}, "b": {"count": 2}}
-    good = {
-        "a": [("w0", 200, {"count": 3}), ("w1", 503, None)],
-        "b": [("w0", 503, None), ("w1", 200, {"count": 2})],
+    good = {  # w1 forwards a's query to its owner w0, w0 forwards b's to w1
+        "a": [("w0", 200, {"count": 3}, "w0"), ("w1", 200, {"count": 3}, "w0")],
+        "b": [("w0", 200, {"count": 2}, "w1"), ("w1", 200, {"count": 2}, "w1")],
     }
     assert failures(check_rest("p", "agg", want, good)) == {}
-    stale = {**good, "b": [("w0", 503, None), ("w1", 200, {"count": 1})]}
+    stale = {**good, "b": [("w0", 200, {"count": 1}, "w1"), ("w1", 200, {"count": 1}, "w1")]}
     assert failures(check_rest("p", "agg", want, stale)) == {"REST agg equal recomputation": 1}
-    nobody = {**good, "a": [("w0", 503, None), ("w1", 503, None)]}
+    nobody = {**good, "a": [("w0", 503, None, None), ("w1", 503, None, None)]}
     assert failures(check_rest("p", "agg", want, nobody)) == {
         "REST agg equal recomputation": 1,
-        "REST agg: one owner each": 1,
+        "REST agg: every worker, one owner": 1,
     }
-    both = {**good, "a": [("w0", 200, {"count": 3}), ("w1", 200, {"count": 3})]}
-    assert failures(check_rest("p", "agg", want, both)) == {"REST agg: one owner each": 1}
+    one_down = {**good, "a": [("w0", 200, {"count": 3}, "w0"), ("w1", 503, None, None)]}
+    assert failures(check_rest("p", "agg", want, one_down)) == {
+        "REST agg: every worker, one owner": 1
+    }
+    both = {**good, "a": [("w0", 200, {"count": 3}, "w0"), ("w1", 200, {"count": 3}, "w1")]}
+    assert failures(check_rest("p", "agg", want, both)) == {"REST agg: every worker, one owner": 1}
 
 
 def test_rest_windows_compare_with_the_recomputation() -> None:

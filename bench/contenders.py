@@ -1,0 +1,197 @@
+"""Who runs in the benchmark, and how each one is started on an input topic.
+
+Every contender is a separate process started the way its users start it, reads
+the same pre-loaded topic from the beginning as a consumer group, and commits
+its offsets; the harness watches those commits (:mod:`bench.drain`). What each
+one writes is read back and checked against the recomputation
+(:mod:`bench.verify`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.errors import BenchError
+from bench.procs import Proc
+
+KSTREAMS_DIR = Path(__file__).parent / "kstreams"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    family: str  # ceiling | eddy | faust | quix | kstreams
+    guarantee: str = "at_least_once"  # or exactly_once
+    commit_interval_ms: int = 100
+    mode: str = ""  # ceilings: consume | json
+
+    @property
+    def windowed(self) -> bool:
+        """Whether it computes the windows (ceilings only read)."""
+        return self.family != "ceiling"
+
+
+CONTENDERS = [
+    Contender("aiokafka-consume", "ceiling", mode="consume"),
+    Contender("aiokafka-json", "ceiling", mode="json"),
+    Contender("eddy-alos-100ms", "eddy", "at_least_once", 100),
+    Contender("eddy-eos-100ms", "eddy", "exactly_once", 100),
+    Contender("eddy-eos-1s", "eddy", "exactly_once", 1_000),
+    # Faust's own default commit interval (2.8 s), at-least-once: its usual set-up.
+    Contender("faust-alos", "faust", "at_least_once", 2_800),
+    Contender("quix-alos-100ms", "quix", "at_least_once", 100),
+    Contender("quix-eos-100ms", "quix", "exactly_once", 100),
+    Contender("kstreams-alos-100ms", "kstreams", "at_least_once", 100),
+    Contender("kstreams-eos-100ms", "kstreams", "exactly_once", 100),
+]
+BY_NAME = {c.name: c for c in CONTENDERS}
+
+
+@dataclass(frozen=True)
+class Input:
+    topic: str
+    partitions: int
+    records: int
+
+
+@dataclass
+class Launched:
+    """A running contender: its process and where to look for its progress and output."""
+
+    contender: Contender
+    proc: Proc
+    group: str
+    output: str | None  # topic of window results (JSON), if any
+    changelog: str | None = None  # Faust: its table changelog holds the results
+    api_port: int | None = None
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EDDY_", "BENCH_"))}
+    env.update(extra)
+    return env
+
+
+def eddy_env(
+    c: Contender, inp: Input, app_id: str, state_dir: Path, api_port: int, bootstrap: str
+) -> dict[str, str]:
+    return _clean_env(
+        EDDY_BOOTSTRAP_SERVERS=bootstrap,
+        EDDY_PIPELINES="sensor_averages",
+        EDDY_APP_ID=app_id,
+        EDDY_READINGS_TOPIC=inp.topic,
+        EDDY_AVERAGES_TOPIC=f"{app_id}-averages",
+        EDDY_LATE_TOPIC=f"{app_id}-late",
+        EDDY_DEAD_LETTER_TOPIC=f"{app_id}-dead",
+        EDDY_TOPIC_PREFIX=f"{app_id}-",
+        EDDY_PARTITIONS=str(inp.partitions),
+        EDDY_STATE_DIR=str(state_dir),
+        EDDY_PROCESSING_GUARANTEE=c.guarantee,
+        EDDY_COMMIT_INTERVAL_MS=str(c.commit_interval_ms),
+        EDDY_NUM_STANDBY_REPLICAS="0",  # one worker: nobody to keep a standby
+        EDDY_API_PORT=str(api_port),
+        EDDY_LOG_LEVEL="INFO",
+    )
+
+
+def launch(
+    c: Contender,
+    inp: Input,
+    app_id: str,
+    run_dir: Path,
+    bootstrap: str,
+    api_port: int,
+    eddy_src: Path | None = None,
+    profile_to: Path | None = None,
+) -> Launched:
+    """Start ``c`` on ``inp``; ``app_id`` (unique per run) names its group and topics.
+
+    ``eddy_src``: run Eddy's worker from another source tree (``python -m`` imports
+    from the working directory), e.g. a ``git archive`` of the commit to measure.
+    ``profile_to``: run Eddy under pyinstrument, its text report written there.
+    """
+    log = run_dir / f"{app_id}.log"
+    state = run_dir / f"{app_id}-state"
+    py = sys.executable
+    if c.family == "ceiling":
+        argv = [py, "-m", "bench.ceiling", "--bootstrap", bootstrap, "--topic", inp.topic]
+        argv += ["--partitions", str(inp.partitions), "--group", app_id, "--mode", c.mode]
+        argv += ["--commit-interval-ms", str(c.commit_interval_ms)]
+        return Launched(c, Proc(c.name, argv, log, _clean_env(), ROOT), app_id, None)
+    if c.family == "eddy":
+        env = eddy_env(c, inp, app_id, state, api_port, bootstrap)
+        argv = [py, "-m", "service", "worker"]
+        if profile_to is not None:
+            # A statistical profiler (1 ms samples) rather than cProfile: it leaves the
+            # per-call costs of a hot loop of small functions undistorted.
+            argv[1:1] = ["-m", "pyinstrument", "-r", "text", "-o", str(profile_to)]
+        proc = Proc(c.name, argv, log, env, eddy_src or ROOT)
+        return Launched(
+            c, proc, f"{app_id}.sensor_averages", f"{app_id}-averages", api_port=api_port
+        )
+    if c.family == "faust":
+        env = _clean_env(
+            BENCH_FAUST_BOOTSTRAP=bootstrap,
+            BENCH_FAUST_APP_ID=app_id,
+            BENCH_FAUST_INPUT=inp.topic,
+            BENCH_FAUST_PARTITIONS=str(inp.partitions),
+            BENCH_FAUST_GUARANTEE=c.guarantee,
+            BENCH_FAUST_COMMIT_INTERVAL_S=str(c.commit_interval_ms / 1_000),
+            BENCH_FAUST_DATA_DIR=str(state),
+        )
+        argv = [py, "-m", "bench.faust_app", "worker", "--loglevel", "warn"]
+        proc = Proc(c.name, argv, log, env, ROOT)
+        return Launched(c, proc, app_id, None, changelog=f"{app_id}-averages-changelog")
+    output = f"{app_id}-averages"
+    if c.family == "quix":
+        argv = [py, "-m", "bench.quix_app", "--bootstrap", bootstrap, "--input", inp.topic]
+        argv += ["--output", output, "--group", app_id, "--state-dir", str(state)]
+        argv += ["--guarantee", c.guarantee.replace("_", "-")]
+        argv += ["--commit-interval-ms", str(c.commit_interval_ms)]
+        return Launched(c, Proc(c.name, argv, log, _clean_env(), ROOT), app_id, output)
+    if c.family == "kstreams":
+        classpath = f"{KSTREAMS_DIR / 'target' / 'classes'}:{KSTREAMS_DIR / 'target' / 'lib'}/*"
+        argv = [
+            "java",
+            "-Xmx1g",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp",
+            classpath,
+            "eddy.bench.Averages",
+            bootstrap,
+            inp.topic,
+        ]
+        argv += [output, app_id, str(state), c.guarantee, str(c.commit_interval_ms)]
+        return Launched(c, Proc(c.name, argv, log, _clean_env(), ROOT), app_id, output)
+    raise BenchError(f"unknown contender family {c.family}")
+
+
+def build_kstreams() -> None:
+    """``mvn package`` the Kafka Streams contender (a no-op when it is up to date)."""
+    sources = [*KSTREAMS_DIR.rglob("*.java"), KSTREAMS_DIR / "pom.xml"]
+    built = KSTREAMS_DIR / "target" / "classes" / "eddy" / "bench" / "Averages.class"
+    lib = KSTREAMS_DIR / "target" / "lib"
+    if built.exists() and lib.is_dir():
+        newest = max(p.stat().st_mtime for p in sources)
+        if built.stat().st_mtime >= newest:
+            return
+    try:
+        result = subprocess.run(
+            ["mvn", "-q", "-B", "package", "-DskipTests"],
+            cwd=KSTREAMS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except FileNotFoundError:
+        raise BenchError("Kafka Streams contender: mvn not found (install Maven)") from None
+    except subprocess.TimeoutExpired:
+        raise BenchError("Kafka Streams contender: mvn package took over 15 min") from None
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+        raise BenchError(f"Kafka Streams contender: mvn package failed:\n{tail}")

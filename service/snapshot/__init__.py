@@ -1,0 +1,1 @@
+"""State snapshots: consistent cuts of the state, exported to Parquet (docs/snapshots.md)."""

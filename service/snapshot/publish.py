@@ -1,0 +1,162 @@
+"""Exporting checkpointed partitions to Parquet and publishing complete snapshots.
+
+Runs in a thread (it is all blocking I/O), never inside the worker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from service.snapshot.layout import ID_PATTERN, MANIFEST, PARTS, SnapshotRoot, time_of
+from tables.export import SCHEMA, SCHEMA_VERSION, read_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionCut:
+    """One partition's state as of a commit boundary, checkpointed at ``path``."""
+
+    pipeline: str
+    partition: int
+    path: Path
+    committed_offsets: dict[str, int]
+    watermark_ms: int | None
+    changelog_offset: int
+    taken_ms: int
+    # Partitions of this pipeline: a snapshot is complete when it has all of them.
+    partition_count: int
+
+
+@dataclass
+class Published:
+    """What one worker contributed to a snapshot, and whether that completed it."""
+
+    snapshot_id: str
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+def export_partition(
+    root: SnapshotRoot, app_id: str, snapshot_id: str, worker_id: str, cut: PartitionCut
+) -> dict[str, Any]:
+    """Write every table of ``cut`` to Parquet, then its part manifest (atomically).
+
+    File names are unique per export, so a partition exported twice (a retry, or
+    an ownership change during the snapshot) never mixes the two: the part
+    manifest names the files that belong together.
+    """
+    base = root.snapshot_dir(app_id, snapshot_id)
+    token = uuid.uuid4().hex[:12]
+    tables: dict[str, dict[str, Any]] = {}
+    writer: pq.ParquetWriter | None = None
+    current = ""
+    try:
+        for table, batch in read_checkpoint(cut.path):
+            if table != current:
+                if writer is not None:
+                    writer.close()
+                current = table
+                relative = (
+                    f"pipeline={cut.pipeline}/table={table}/partition={cut.partition}/"
+                    f"part-{token}.parquet"
+                )
+                root.fs.create_dir(f"{base}/{relative.rsplit('/', 1)[0]}", recursive=True)
+                writer = pq.ParquetWriter(
+                    f"{base}/{relative}", SCHEMA, filesystem=root.fs, compression="zstd"
+                )
+                tables[table] = {"rows": 0, "files": [relative]}
+            assert writer is not None
+            writer.write_batch(batch)
+            tables[table]["rows"] += batch.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    part = {
+        "pipeline": cut.pipeline,
+        "partition": cut.partition,
+        "partition_count": cut.partition_count,
+        "worker_id": worker_id,
+        "taken_ms": cut.taken_ms,
+        "committed_offsets": cut.committed_offsets,
+        "watermark_ms": cut.watermark_ms,
+        "changelog_offset": cut.changelog_offset,
+        "rows": sum(t["rows"] for t in tables.values()),
+        "tables": tables,
+    }
+    root.write_json(f"{base}/{PARTS}/{cut.pipeline}-{cut.partition}.json", part)
+    return part
+
+
+def complete(
+    root: SnapshotRoot, app_id: str, snapshot_id: str, retain: int
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Publish the manifest if every partition of every pipeline has its part.
+
+    Returns:
+        The manifest (None while incomplete) and the missing ``pipeline-partition``
+        names. Any worker may call this; the one that sees the full set publishes.
+    """
+    base = root.snapshot_dir(app_id, snapshot_id)
+    if root.exists(f"{base}/{MANIFEST}"):
+        return root.read_json(f"{base}/{MANIFEST}"), []
+    parts = [
+        root.read_json(info.path)
+        for info in root.listdir(f"{base}/{PARTS}")
+        if info.type == pafs.FileType.File and info.base_name.endswith(".json")
+    ]
+    expected = {p["pipeline"]: p["partition_count"] for p in parts}
+    have = {(p["pipeline"], p["partition"]) for p in parts}
+    missing = [
+        f"{pipeline}-{n}"
+        for pipeline, count in sorted(expected.items())
+        for n in range(count)
+        if (pipeline, n) not in have
+    ]
+    if missing or not parts:
+        return None, missing
+    parts.sort(key=lambda p: (p["pipeline"], p["partition"]))
+    manifest = {
+        "snapshot_id": snapshot_id,
+        "app_id": app_id,
+        "schema_version": SCHEMA_VERSION,
+        "created_ms": time_of(snapshot_id),
+        "completed_ms": int(time.time() * 1000),
+        "complete": True,
+        "pipelines": dict(sorted(expected.items())),
+        "rows": sum(p["rows"] for p in parts),
+        "parts": parts,
+    }
+    root.write_json(f"{base}/{MANIFEST}", manifest)
+    log.info("snapshot %s of %s complete: %d rows", snapshot_id, app_id, manifest["rows"])
+    prune(root, app_id, retain)
+    return manifest, []
+
+
+def prune(root: SnapshotRoot, app_id: str, retain: int) -> list[str]:
+    """Keep the newest ``retain`` complete snapshots; delete older ones, and
+    incomplete ones older than the oldest kept (abandoned: a crash, a rebalance).
+    Newer incomplete ones may still be in progress on another worker."""
+    complete_ids = [m["snapshot_id"] for m in root.manifests(app_id)]
+    kept = complete_ids[-retain:]
+    if not kept:
+        return []
+    oldest_kept = min(kept)
+    deleted = []
+    for info in root.listdir(root.app_dir(app_id)):
+        name = info.base_name
+        if info.type != pafs.FileType.Directory or name in kept or not ID_PATTERN.match(name):
+            continue
+        if name in complete_ids or name < oldest_kept:
+            root.delete_dir(info.path)
+            deleted.append(name)
+    return deleted

@@ -1,0 +1,188 @@
+"""A worker's side of snapshots: cut, export, publish; on demand, periodically, and
+fanned out to the other workers of the app.
+
+On-demand snapshots travel over the workers' REST APIs (``POST /snapshots``):
+every worker already serves one, already knows its peers' endpoints from the
+group assignment (queries are forwarded the same way), and the caller gets the
+outcome in the response. A Kafka control topic would need a new topic, a reply
+channel and a way to know when everyone answered. Periodic snapshots need no
+messages at all: every worker snapshots at the same wall-clock slot
+(``EDDY_SNAPSHOT_INTERVAL_MS``) under the id of that slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from service.eventtime import MIN_WATERMARK, Clock
+from service.runtime.engine import PipelineRuntime
+from service.runtime.task import Task
+from service.settings import Settings
+from service.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
+from service.snapshot.publish import PartitionCut, Published, complete, export_partition
+
+log = logging.getLogger(__name__)
+
+
+class Snapshotter:
+    """Takes this worker's part of snapshots, one at a time."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        runtimes: Callable[[], Mapping[str, PipelineRuntime]],
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self.root = SnapshotRoot.open(settings.snapshot_root)
+        self._runtimes = runtimes
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._scratch = Path(settings.state_dir) / settings.app_id / ".snapshots"
+
+    async def take(self, snapshot_id: str | None = None) -> Published:
+        """Cut every partition this worker owns at a commit boundary, export the cut
+        and publish the manifest if that completed the snapshot."""
+        snapshot_id = check_id(snapshot_id or snapshot_id_at(self._clock.now_ms()))
+        async with self._lock:
+            scratch = self._scratch / snapshot_id
+            shutil.rmtree(scratch, ignore_errors=True)
+            try:
+                cuts: list[PartitionCut] = []
+                for runtime in self._runtimes().values():
+                    cuts += await runtime.at_commit_boundary(partial(self._cut, runtime, scratch))
+                return await asyncio.to_thread(self._publish, snapshot_id, cuts)
+            finally:
+                await asyncio.to_thread(shutil.rmtree, scratch, True)
+
+    def _cut(
+        self, runtime: PipelineRuntime, scratch: Path, tasks: Mapping[int, Task]
+    ) -> list[PartitionCut]:
+        # Under the runtime's lock, right after its commit: keep this short (a
+        # checkpoint is hard links and a memtable flush); the export comes later.
+        cuts = []
+        for partition, task in sorted(tasks.items()):
+            path = scratch / runtime.name / str(partition)
+            task.store.checkpoint(path)
+            watermark = task.logic.watermark_ms
+            cuts.append(
+                PartitionCut(
+                    pipeline=runtime.name,
+                    partition=partition,
+                    path=path,
+                    committed_offsets={tp.topic: o for tp, o in task.committed_offsets.items()},
+                    watermark_ms=None if watermark == MIN_WATERMARK else watermark,
+                    changelog_offset=task.store.changelog_offset(),
+                    taken_ms=self._clock.now_ms(),
+                    partition_count=runtime.partition_count,
+                )
+            )
+        return cuts
+
+    def _publish(self, snapshot_id: str, cuts: list[PartitionCut]) -> Published:
+        app, worker = self.settings.app_id, self.settings.worker_id
+        started = time.perf_counter()
+        published = Published(snapshot_id)
+        for cut in cuts:
+            published.parts.append(export_partition(self.root, app, snapshot_id, worker, cut))
+        rows = sum(p["rows"] for p in published.parts)
+        log.info(
+            "snapshot %s: exported %d partitions, %d rows in %.2fs",
+            snapshot_id,
+            len(cuts),
+            rows,
+            time.perf_counter() - started,
+        )
+        published.manifest, published.missing = complete(
+            self.root, app, snapshot_id, self.settings.snapshot_retain
+        )
+        return published
+
+    async def take_everywhere(self, snapshot_id: str | None, fan_out: bool) -> dict[str, Any]:
+        """This worker's part and, with ``fan_out``, every peer's, under one id."""
+        snapshot_id = check_id(snapshot_id or snapshot_id_at(self._clock.now_ms()))
+        peers = sorted(self._peers()) if fan_out else []
+        results = await asyncio.gather(
+            self._answer(self.take(snapshot_id)),
+            *(self._ask(peer, snapshot_id) for peer in peers),
+        )
+        # Another worker may have finished last and published; look again.
+        manifest, missing = await asyncio.to_thread(
+            complete, self.root, self.settings.app_id, snapshot_id, self.settings.snapshot_retain
+        )
+        return {
+            "snapshot_id": snapshot_id,
+            "complete": manifest is not None,
+            "missing": missing,
+            "location": self.root.url_of(self.root.snapshot_dir(self.settings.app_id, snapshot_id)),
+            "rows": None if manifest is None else manifest["rows"],
+            "workers": results,
+        }
+
+    async def _answer(self, taking: Any) -> dict[str, Any]:
+        published: Published = await taking
+        return {
+            "worker_id": self.settings.worker_id,
+            "partitions": [
+                {"pipeline": p["pipeline"], "partition": p["partition"], "rows": p["rows"]}
+                for p in published.parts
+            ],
+        }
+
+    def _peers(self) -> set[str]:
+        me = next(iter(self._runtimes().values()), None)
+        endpoints = {
+            owner
+            for runtime in self._runtimes().values()
+            for partition in range(runtime.partition_count)
+            if (owner := runtime.owner_of(partition)) is not None
+        }
+        return endpoints - {me.endpoint if me is not None else None}
+
+    async def _ask(self, peer: str, snapshot_id: str) -> dict[str, Any]:
+        body = {"snapshot_id": snapshot_id, "fan_out": False}
+        timeout_s = self.settings.snapshot_timeout_ms / 1000
+        token = self.settings.api_token  # workers of one app share it
+        headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
+        try:
+            async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as client:
+                response = await client.post(f"{peer}/snapshots", json=body)
+            response.raise_for_status()
+            answer: dict[str, Any] = response.json()["workers"][0]
+            return answer
+        except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
+            log.warning(
+                "snapshot %s: worker at %s did not take its part: %r", snapshot_id, peer, exc
+            )
+            return {"worker": peer, "error": repr(exc), "partitions": []}
+
+    async def run_periodic(self) -> None:
+        """Snapshot at every multiple of the interval (wall clock), until cancelled.
+
+        Every worker of the app wakes at the same slot and uses the slot's id, so
+        their parts add up to one snapshot without any message between them."""
+        interval_ms = self.settings.snapshot_interval_ms
+        while True:
+            now_ms = self._clock.now_ms()
+            slot_ms = (now_ms // interval_ms + 1) * interval_ms
+            await asyncio.sleep((slot_ms - now_ms) / 1000)
+            try:
+                published = await self.take(snapshot_id_at(slot_ms))
+            except Exception as exc:  # a failed snapshot must not stop the worker
+                log.warning("periodic snapshot failed: %r", exc)
+                continue
+            if published.manifest is None:
+                log.info(
+                    "snapshot %s: part written; waiting for %d other partitions",
+                    published.snapshot_id,
+                    len(published.missing),
+                )

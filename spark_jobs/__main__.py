@@ -1,0 +1,27 @@
+"""``python -m spark_jobs [job options]``: every job on the newest snapshot, in one
+Spark session; prints where each report is. ``make analytics`` runs this."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+from service.snapshot.layout import SnapshotNotFoundError
+from spark_jobs import JOBS, common
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    for name in JOBS:
+        job = import_module(f"spark_jobs.{name}")
+        try:
+            job.main(argv)
+        except SnapshotNotFoundError as exc:
+            if name != "snapshot_diff":
+                raise
+            print(f"{name}: skipped ({exc})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(common.run(main, sys.argv[1:]))

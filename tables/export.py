@@ -1,0 +1,149 @@
+"""Reading a partition's RocksDB checkpoint as Arrow record batches, one table at a time.
+
+Every table is exported with one schema (:data:`SCHEMA`), so Spark reads any
+table, a snapshot diff compares any two, and a new table needs no exporter:
+
+* ``key``: the record key (a sensor, a vehicle, a hashtag...), decoded;
+* ``window_start_ms``/``window_end_ms``: the window, for window-keyed tables;
+* ``value``: the stored value as JSON text (most tables already store JSON, so
+  this is a copy, not a decode);
+* ``raw_key``: the encoded key inside the table: the identity of a row.
+
+Keys of one table are adjacent in RocksDB (they share the table's prefix), so a
+single ordered scan yields each table's batches in turn with bounded memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+import pyarrow as pa
+from rocksdict import AccessType, Options, Rdict
+
+from tables.codecs import decode_timer, decode_window_first
+
+# Bumped when SCHEMA or the meaning of a column changes; readers check it.
+SCHEMA_VERSION = 1
+SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("window_start_ms", pa.int64()),
+        pa.field("window_end_ms", pa.int64()),
+        pa.field("value", pa.string()),
+        pa.field("raw_key", pa.binary(), nullable=False),
+    ]
+)
+BATCH_ROWS = 65_536
+
+# (key, window_start_ms, window_end_ms, value JSON), text as UTF-8 bytes: the batch
+# converts whole columns to strings at once, much faster than per row.
+Row = tuple[bytes, int | None, int | None, bytes | None]
+Decoder = Callable[[bytes, bytes], Row]
+
+# Table names say how a table is keyed (the same rules as tables/catalog.py):
+# window state may carry a prefix (``<prefix>windows``), keyed state is ``state.*``.
+_WINDOW_KEYED_SUFFIXES = (".windows", ".results")
+_BY_KEY_SUFFIXES = ("keystate", "sessions")
+_TWO_TIMES = struct.Struct(">QQ")
+_BIAS = 2**63
+
+
+def _window_keyed(raw_key: bytes, raw_value: bytes) -> Row:
+    # tables.codecs.decode_window_key, inlined: this runs once per exported row.
+    end = 2 + ((raw_key[0] << 8) | raw_key[1])
+    start_ms, end_ms = _TWO_TIMES.unpack_from(raw_key, end)
+    return raw_key[2:end], start_ms - _BIAS, end_ms - _BIAS, raw_value
+
+
+def _window_first(raw_key: bytes, raw_value: bytes) -> Row:
+    window, key = decode_window_first(raw_key)
+    return key.encode(), window.start_ms, window.end_ms, raw_value
+
+
+def _timer(raw_key: bytes, raw_value: bytes) -> Row:
+    timer = decode_timer(raw_key)
+    value = {"time_ms": timer.time_ms, "namespace": timer.namespace}
+    return timer.key.encode(), timer.window_start_ms, timer.window_end_ms, orjson.dumps(value)
+
+
+def _json_by_str(raw_key: bytes, raw_value: bytes) -> Row:
+    return raw_key, None, None, raw_value
+
+
+def _opaque(raw_key: bytes, raw_value: bytes) -> Row:
+    # A table this version does not know: keep it, losslessly, rather than drop it.
+    encoded = base64.b64encode(raw_value).decode()
+    return raw_key.hex().encode(), None, None, orjson.dumps({"base64": encoded})
+
+
+def decoder_for(table: str) -> Decoder:
+    """How rows of ``table`` become :data:`SCHEMA` columns."""
+    if table in ("results", "windows") or table.endswith(_WINDOW_KEYED_SUFFIXES):
+        return _window_keyed
+    if table == "results.by_window" or table.endswith(".by_window"):
+        return _window_first
+    if "timers" in table or table.endswith("expiry"):
+        return _timer
+    if table == "meta" or table.startswith("state.") or table.endswith(_BY_KEY_SUFFIXES):
+        return _json_by_str
+    return _opaque
+
+
+def _batch(rows: list[Row], raw_keys: list[bytes]) -> pa.RecordBatch:
+    keys, starts, ends, values = zip(*rows, strict=True) if rows else ((), (), (), ())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()).cast(pa.string()),  # validates UTF-8
+            pa.array(starts, pa.int64()),
+            pa.array(ends, pa.int64()),
+            pa.array(values, pa.binary()).cast(pa.string()),
+            pa.array(raw_keys, pa.binary()),
+        ],
+        schema=SCHEMA,
+    )
+
+
+def read_checkpoint(
+    path: Path, batch_rows: int = BATCH_ROWS
+) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """``(table name, batch)`` for every table of the checkpoint at ``path``, table by
+    table, in key order. Local bookkeeping (the changelog offset) is not a table."""
+    db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        table, prefix, skip = "", b"\x00", 1  # bookkeeping: the empty table name
+        decode: Decoder = _opaque
+        rows: list[Row] = []
+        raw_keys: list[bytes] = []
+        append, append_key = rows.append, raw_keys.append
+        for full_key, raw_value in cast(Iterator[tuple[bytes, bytes]], db.items()):
+            if not full_key.startswith(prefix):  # the next table begins
+                if rows:
+                    yield table, _batch(rows, raw_keys)
+                skip = 1 + full_key[0]
+                prefix, table = full_key[:skip], full_key[1:skip].decode()
+                decode, rows, raw_keys = decoder_for(table), [], []
+                append, append_key = rows.append, raw_keys.append
+            if skip == 1:
+                continue  # bookkeeping is not a table
+            raw_key = full_key[skip:]
+            append(decode(raw_key, raw_value))
+            append_key(raw_key)
+            if len(rows) >= batch_rows:
+                yield table, _batch(rows, raw_keys)
+                rows, raw_keys = [], []
+                append, append_key = rows.append, raw_keys.append
+        if rows:
+            yield table, _batch(rows, raw_keys)
+    finally:
+        db.close()
+
+
+def value_of(row: dict[str, Any]) -> Any:
+    """A row's value, decoded (for readers that want Python objects)."""
+    text = row.get("value")
+    return None if text is None else orjson.loads(text)

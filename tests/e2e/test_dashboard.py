@@ -1,0 +1,85 @@
+"""The live dashboard in headless Chromium against a worker fed by the simulator.
+
+Debian's Chromium (``make browser`` installs it) driven by Playwright, no browser
+download. The screenshot lands in ``tests/artifacts/dashboard.png``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from playwright.async_api import async_playwright
+
+from tests.support.kafka import unique_settings
+from tests.support.processes import WorkerProcess, settings_env
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+# Without these, Chromium keeps calling Google's hosts, refused on a closed network.
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+CHROMIUM_FOUND = CHROMIUM.exists()
+PIPELINES = ("sensor_averages", "sensor_alerts", "hashtags", "hashtag_counts")
+
+
+@pytest.mark.timeout(300)
+async def test_the_dashboard_shows_live_windows_alerts_watermarks_and_hashtags(
+    tmp_path: Path,
+) -> None:
+    assert CHROMIUM_FOUND, "run `make browser` (Debian's chromium package)"
+    settings = unique_settings(tmp_path, pipelines=PIPELINES)
+    worker = WorkerProcess(settings, tmp_path / "worker.log")
+    simulator: asyncio.subprocess.Process | None = None
+    try:
+        worker.wait_ready()
+        # Event time starts 20 minutes ago and runs fast, so minutes of windows close.
+        start_ms = (time.time_ns() // 1_000_000) - 20 * 60_000
+        simulator = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "service", "simulate", "--scenario", "sensors,tweets"],
+            *["--sensors", "4", "--fast", "--count", "20000", "--seed", "5"],
+            *["--start-ms", str(start_ms)],
+            env=settings_env(settings),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+            page = await browser.new_page(viewport={"width": 1280, "height": 1400})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            await page.goto(f"{worker.base}/dashboard")
+            # A chart per sensor with a line, alerts, watermarks and a hashtag table.
+            await page.wait_for_selector("#sensors .card svg polyline", timeout=120_000)
+            await page.wait_for_selector("#alerts table tr td", timeout=60_000)
+            await page.wait_for_selector("#hashtags table tr td", timeout=150_000)
+            sensors = await page.locator("#sensors .card").count()
+            watermark_rows = await page.locator("#watermarks table tr").count()
+            first_hashtag = await page.locator("#hashtags table tr td").first.inner_text()
+            ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+            error_text = await page.locator("#error").inner_text()
+            await browser.close()
+        assert sensors == 4
+        assert watermark_rows > 1  # header + one row per partition
+        assert first_hashtag.startswith("#")
+        assert error_text == ""
+        assert errors == []
+    finally:
+        if simulator is not None and simulator.returncode is None:
+            simulator.terminate()
+            await simulator.wait()
+        worker.stop()

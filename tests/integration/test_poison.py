@@ -1,0 +1,80 @@
+"""A record that makes pipeline code raise: the partition restarts from its last
+commit (nothing half-applied), and after the configured attempts the record goes to
+the dead-letter topic with the error while everything else is output exactly once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from service.pipeline.keyed import Input, KeyedProcess
+from service.records import SensorReading
+from service.settings import Settings
+from service.worker import Worker
+from tests.support.kafka import produce, read_all, unique_settings, wait_until
+
+pytestmark = pytest.mark.integration
+
+POISON_TEMPERATURE = 666.0
+
+
+class RunningCount:
+    """Counts readings per sensor; a reading at 666 F crashes it (a bug in user code)."""
+
+    def process_element(self, reading: dict[str, Any], ctx: Any) -> None:
+        if reading["temperature"] == POISON_TEMPERATURE:
+            raise ZeroDivisionError("the bug this test plants")
+        count = ctx.state.value("count")
+        total = (count.get() or 0) + 1
+        count.set(total)
+        ctx.output({"sensor_id": ctx.key, "count": total, "seq": reading["timestamp_ms"]})
+
+
+def pipeline(settings: Settings) -> KeyedProcess:
+    return KeyedProcess(
+        name="counting",
+        inputs=[Input(settings.readings_topic, SensorReading, key=lambda r: r.sensor_id)],
+        function=RunningCount(),
+        outputs={"main": settings.averages_topic},
+    )
+
+
+def restarts(worker: Worker) -> float:
+    return sum(
+        sample.value
+        for family in worker.metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == "eddy_partition_restarts_total"
+    )
+
+
+async def test_a_poison_record_is_dead_lettered_after_its_attempts(tmp_path: Any) -> None:
+    settings = unique_settings(tmp_path, restart_delay_ms=200, max_record_attempts=3)
+    worker = Worker(settings, [pipeline(settings)])
+    await worker.start()
+    try:
+        readings = [
+            {"sensor_id": "s1", "timestamp_ms": i, "temperature": 20.0 + i} for i in range(40)
+        ]
+        readings[25]["temperature"] = POISON_TEMPERATURE
+        await produce(
+            settings,
+            settings.readings_topic,
+            [(b"s1", orjson.dumps(r)) for r in readings],
+        )
+        dead = await read_all(settings, settings.dead_letter_topic, min_records=1)
+        outputs = await read_all(settings, settings.averages_topic, min_records=39)
+        await wait_until(lambda: restarts(worker) >= 3)
+    finally:
+        await worker.stop()
+
+    assert [orjson.loads(r.value)["temperature"] for r in dead] == [POISON_TEMPERATURE]
+    reason = dict(dead[0].headers)["eddy.reason"].decode()
+    assert reason.startswith("processing failed 3 times: ZeroDivisionError")
+    got = [orjson.loads(r.value) for r in outputs]
+    # Each good reading counted once: no count from an aborted attempt leaked out.
+    assert [o["count"] for o in got] == list(range(1, 40))
+    assert [o["seq"] for o in got] == [i for i in range(40) if i != 25]
+    assert restarts(worker) == 3

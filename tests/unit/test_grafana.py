@@ -1,0 +1,35 @@
+"""The Grafana dashboard only charts metrics the worker really exports."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from service.metrics import Metrics
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "eddy-dashboard.json"
+
+
+def exported_names() -> set[str]:
+    metrics = Metrics()
+    names = set()
+    for family in metrics.registry.collect():
+        names.add(family.name)
+        for suffix in ("_total", "_bucket", "_count", "_sum", "_created"):
+            names.add(family.name + suffix)
+    assert generate_latest(metrics.registry)  # the registry renders
+    return names
+
+
+def test_every_panel_queries_an_exported_metric() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exported = exported_names()
+    assert len(panels) >= 12
+    for panel in panels:
+        for target in panel["targets"]:
+            used = set(re.findall(r"\beddy_[a-z_]+", target["expr"]))
+            assert used, panel["title"]
+            assert used <= exported, (panel["title"], used - exported)

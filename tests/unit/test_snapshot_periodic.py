@@ -1,0 +1,85 @@
+"""Periodic snapshots and the commit-boundary cut, with a fake runtime (no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from service.eventtime import SystemClock
+from service.snapshot.layout import ID_PATTERN, SnapshotRoot, time_of
+from service.snapshot.take import Snapshotter
+from tests.support.kafka import unique_settings
+from tests.unit.test_snapshot_export import store_with_rows
+
+
+@dataclass
+class FakeLogic:
+    watermark_ms: int = 4_999
+
+
+@dataclass
+class FakeTask:
+    store: Any
+    committed_offsets: dict[TopicPartition, int]
+    logic: FakeLogic = field(default_factory=FakeLogic)
+
+
+class FakeRuntime:
+    """What a snapshot needs of a PipelineRuntime: its tasks at a commit boundary."""
+
+    name = "sensor_averages"
+    partition_count = 2
+    endpoint = "http://me"
+
+    def __init__(self, tasks: dict[int, FakeTask]) -> None:
+        self.tasks = tasks
+        self.boundaries = 0
+
+    async def at_commit_boundary(self, action: Callable[[Mapping[int, Any]], Any]) -> Any:
+        self.boundaries += 1
+        return action(self.tasks)
+
+    def owner_of(self, partition: int) -> str:
+        return self.endpoint
+
+
+async def test_every_interval_all_partitions_are_cut_and_published(tmp_path: Path) -> None:
+    settings = unique_settings(
+        tmp_path, snapshot_root=str(tmp_path / "snap"), snapshot_interval_ms=300
+    )
+    tasks = {
+        p: FakeTask(store_with_rows(tmp_path / f"db{p}"), {TopicPartition("readings", p): 7 + p})
+        for p in range(2)
+    }
+    runtime = FakeRuntime(tasks)
+    snapshotter = Snapshotter(settings, lambda: {"sensor_averages": runtime}, SystemClock())  # type: ignore[dict-item]
+    periodic = asyncio.create_task(snapshotter.run_periodic())
+    root = SnapshotRoot.open(settings.snapshot_root)
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            if len(root.manifests(settings.app_id)) >= 2:
+                break
+    finally:
+        periodic.cancel()
+    manifests = root.manifests(settings.app_id)
+    assert len(manifests) >= 2
+    for manifest in manifests:
+        assert ID_PATTERN.match(manifest["snapshot_id"])
+        assert time_of(manifest["snapshot_id"]) % 300 == 0  # the slot: the same on every worker
+        assert [p["committed_offsets"] for p in manifest["parts"]] == [
+            {"readings": 7},
+            {"readings": 8},
+        ]
+        assert {p["watermark_ms"] for p in manifest["parts"]} == {4_999}
+        assert manifest["parts"][0]["tables"]["results"]["rows"] == 12
+    assert runtime.boundaries >= 2
+    # The checkpoints are scratch: gone once exported.
+    assert not any((tmp_path / "state").rglob("CURRENT"))
+    for task in tasks.values():
+        task.store.close()

@@ -61,11 +61,6 @@ def run_extras(run: Run, inp: Input) -> None:
             for name in LATENCY
             if name in run.options.contenders
         ]
-    # The extras end the longest stretch of a run: keep what it measured even if the
-    # run is interrupted later.
-    from bench.report import write
-
-    write(r, run.options, c)
 
 
 def _rate(results: dict[str, Any], name: str, partitions: int) -> int | None:

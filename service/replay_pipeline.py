@@ -153,6 +153,33 @@ class _Stage:
         self.store.close()
 
 
+class PipelineReplay:
+    """The spec's pipelines replayed as one input partition, state kept in ``directory``
+    (what ``replay_pipelines`` runs; tests use it to build state from records)."""
+
+    def __init__(self, spec: PipelineReplaySpec, directory: Path) -> None:
+        from service.settings import load_settings
+
+        self._out = _Collector(load_settings(**spec.settings).dead_letter_topic)
+        self._stages = [_Stage(p, directory) for p in spec.build()]
+
+    @property
+    def topics(self) -> set[str]:
+        """Every topic some stage reads."""
+        return {topic for stage in self._stages for topic in _inputs(stage)}
+
+    def feed(self, lines: Iterator[dict[str, Any]]) -> Iterator[Sent]:
+        yield from _run(self._stages, lines, self._out)
+
+    def stores(self) -> dict[str, PartitionStore]:
+        """Each pipeline's committed state after what was fed."""
+        return {stage.pipeline.name: stage.store for stage in self._stages}
+
+    def close(self) -> None:
+        for stage in self._stages:
+            stage.close()
+
+
 def replay_pipelines(spec: PipelineReplaySpec, lines: Iterator[dict[str, Any]]) -> Iterator[Sent]:
     """Run the spec's pipelines over parsed input lines; yield what they output.
 
@@ -160,17 +187,13 @@ def replay_pipelines(spec: PipelineReplaySpec, lines: Iterator[dict[str, Any]]) 
     that are not JSON, to see dead-lettering), optionally with ``"key"`` and
     ``"timestamp_ms"`` (the Kafka record's), or ``{"processing_time": ms}``.
     """
-    pipelines = spec.build()
-    from service.settings import load_settings
-
-    out = _Collector(load_settings(**spec.settings).dead_letter_topic)
+    spec.build()  # an unknown pipeline fails before any directory is made
     with tempfile.TemporaryDirectory(prefix="eddy-replay-") as directory:
-        stages = [_Stage(p, Path(directory)) for p in pipelines]
+        replay = PipelineReplay(spec, Path(directory))
         try:
-            yield from _run(stages, lines, out)
+            yield from replay.feed(lines)
         finally:
-            for stage in stages:
-                stage.close()
+            replay.close()
 
 
 def _run(stages: list[_Stage], lines: Iterator[dict[str, Any]], out: _Collector) -> Iterator[Sent]:

@@ -46,7 +46,9 @@ from service.localkafka.config import (
 )
 
 T = TypeVar("T")
-READY_TIMEOUT_S = 90.0
+# A restart after kill -9 recovers every partition's log first: minutes on a
+# loaded 2-core machine with hundreds of partitions. Give up only after that.
+READY_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
 _MAIN_CLASS = "kafka.Kafka"
 _COMPLETE = ".complete"

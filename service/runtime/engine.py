@@ -76,6 +76,7 @@ class PipelineRuntime:
         self.restoring: set[int] = set()
         self._gauges = StateGauges(metrics, self.name)
         self._restarts = RestartPolicy.from_settings(settings)
+        self._last_assigned: frozenset[int] = frozenset()
         self._gauges_at = 0.0
         self.assigned_once = False
         self.failed: BaseException | None = None
@@ -324,6 +325,7 @@ class PipelineRuntime:
             if self._stopping:
                 return  # never open partitions while stopping
             partitions = sorted({tp.partition for tp in assigned})
+            self._last_assigned = frozenset(partitions)
             standby = self._assignor.standby - set(partitions)
             # Stop tailing what becomes active here before restoring it.
             await self.standby.update(standby)
@@ -519,8 +521,12 @@ class PipelineRuntime:
         return self._assignor.owners.get(partition)
 
     def _local_state(self) -> tuple[frozenset[int], dict[int, int]]:
-        """What this worker tells the group leader when it joins (see the assignor)."""
-        return frozenset(self.tasks), self.stores.offsets()
+        """What this worker tells the group leader when it joins (see the assignor).
+
+        Revocation closes every task before the rejoin, so "owned" is what the last
+        assignment gave, not what is open now: otherwise stickiness never applies.
+        """
+        return frozenset(self.tasks) | self._last_assigned, self.stores.offsets()
 
     def _require_consumer(self) -> AIOKafkaConsumer:
         if self._consumer is None:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 from tests.deploy.manifests import ROOT
 
@@ -35,3 +39,36 @@ def test_the_dockerfile_copies_every_shipped_package() -> None:
     assert "USER 10001" in dockerfile
     assert "HEALTHCHECK" in dockerfile
     assert 'VOLUME ["/var/lib/eddy/state"]' in dockerfile
+
+
+def test_the_worker_image_s_packages_run_the_worker(tmp_path: Path) -> None:
+    """What the build stage installs, installed here the same way (no Docker engine
+    on these machines): the worker's packages without pyspark, then Eddy itself."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    excluded = re.search(r"grep -vE '([^']+)' requirements/runtime\.txt", dockerfile)
+    assert excluded, "the Dockerfile's worker filter moved: update this test"
+    runtime = (ROOT / "requirements" / "runtime.txt").read_text().splitlines()
+    drop = re.compile(excluded.group(1))
+    wanted = tmp_path / "worker.txt"
+    wanted.write_text("\n".join(line for line in runtime if not drop.match(line)) + "\n")
+    uv, venv = str(ROOT / ".venv" / "bin" / "uv"), tmp_path / "opt-eddy"
+    python = str(venv / "bin" / "python")
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=_outside_dockerignore)
+    for command in (
+        [uv, "venv", "-q", str(venv), "-p", sys.executable],
+        [uv, "pip", "install", "-q", "--python", python, "--no-deps", "-r", str(wanted)],
+        [uv, "pip", "install", "-q", "--python", python, "--no-deps", str(source)],
+    ):
+        subprocess.run(command, check=True, timeout=300, capture_output=True)
+    probe = "import importlib.util, agents, api.app, service.worker, tables;"
+    probe += "assert importlib.util.find_spec('pyspark') is None"
+    subprocess.run([python, "-c", probe], check=True, cwd=tmp_path, timeout=120)
+
+
+def _outside_dockerignore(directory: str, names: list[str]) -> set[str]:
+    # The build context: what .dockerignore lets through at the top level.
+    if Path(directory) != ROOT:
+        return {n for n in names if n == "__pycache__"}
+    kept = {"pyproject.toml", "README.md", "service", "agents", "tables", "api", "spark_jobs"}
+    return set(names) - kept

@@ -109,3 +109,30 @@ def test_probes_and_ports_match_the_api() -> None:
         assert container[probe]["httpGet"]["path"] in paths
     config = one(render("prod"), "ConfigMap", "eddy-settings")["data"]
     assert container["ports"][0]["containerPort"] == int(config["EDDY_API_PORT"])
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_workers_use_the_names_strimzi_gives_the_example_cluster(overlay: str) -> None:
+    # Strimzi derives these from the Kafka resource's name; a rename must follow.
+    objects = render(overlay)
+    cluster = one(objects, "Kafka")["metadata"]["name"]
+    config = one(objects, "ConfigMap", "eddy-settings")["data"]
+    host, _, port = config["EDDY_BOOTSTRAP_SERVERS"].partition(":")
+    assert host == f"{cluster}-kafka-bootstrap"
+    listeners = one(objects, "Kafka")["spec"]["kafka"]["listeners"]
+    listener = next(item for item in listeners if item["port"] == int(port))
+    secured = config.get("EDDY_SECURITY_PROTOCOL", "PLAINTEXT") != "PLAINTEXT"
+    assert listener["tls"] is secured
+    for obj in objects:
+        if obj["kind"] in {"KafkaTopic", "KafkaUser", "KafkaNodePool"}:
+            assert obj["metadata"]["labels"]["strimzi.io/cluster"] == cluster
+    if overlay == "prod":
+        assert listener["authentication"]["type"] == "scram-sha-512"
+        assert config["EDDY_SASL_MECHANISM"] == "SCRAM-SHA-512"
+        user = one(objects, "KafkaUser")["metadata"]["name"]
+        assert config["EDDY_SASL_USERNAME"] == user
+        sts = one(objects, "StatefulSet")["spec"]["template"]["spec"]
+        env = {e["name"]: e for e in worker_container(objects)["env"]}
+        assert env["EDDY_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == user
+        secrets = {v["name"]: v.get("secret", {}).get("secretName") for v in sts["volumes"]}
+        assert secrets["kafka-ca"] == f"{cluster}-cluster-ca-cert"

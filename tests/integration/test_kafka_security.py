@@ -112,5 +112,6 @@ async def test_a_worker_and_the_simulator_run_over_sasl_ssl(
         assert status["records_in"] >= 600
         assert status["partitions"] == [0, 1, 2]
     finally:
-        assert worker.stop() == 0, worker.log()
+        exit_code = worker.stop()
+    assert exit_code == 0, worker.log()  # a clean stop: committed and left the group
     assert PASSWORD not in worker.log(), "the SASL password was logged"

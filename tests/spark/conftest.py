@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from service.replay_pipeline import PipelineReplaySpec, _Collector, _inputs, _run, _Stage
-from service.settings import load_settings
+from service.replay_pipeline import PipelineReplay, PipelineReplaySpec
 from service.snapshot.layout import SnapshotRoot, snapshot_id_at
 from service.snapshot.offline import snapshot_stores
 from tests.spark import inputs
@@ -49,23 +48,24 @@ def replay_into_snapshot(
     """Replay ``lines`` through the pipelines, then snapshot their state. A replay
     feeds a topic to one stage, so pipelines reading the same topic (the sensor
     ones) replay separately."""
-    stages: list[_Stage] = []
+    replays: list[PipelineReplay] = []
     try:
         for group in PIPELINES:
             spec = PipelineReplaySpec(kind="pipeline", pipelines=list(group))
-            group_stages = [_Stage(p, directory / "state") for p in spec.build()]
-            stages += group_stages
-            topics = {t for stage in group_stages for t in _inputs(stage)}
+            replay = PipelineReplay(spec, directory / "state")
+            replays.append(replay)
             mine = [
-                line for line in lines if line.get("topic", "") in topics or "topic" not in line
+                line
+                for line in lines
+                if line.get("topic", "") in replay.topics or "topic" not in line
             ]
-            for _ in _run(group_stages, iter(mine), _Collector(load_settings().dead_letter_topic)):
+            for _ in replay.feed(iter(mine)):
                 pass  # the outputs are not what this fixture is after: the state is
-        stores = {stage.pipeline.name: {0: stage.store} for stage in stages}
+        stores = {name: {0: store} for r in replays for name, store in r.stores().items()}
         snapshot_stores(root, APP, stores, directory / "scratch", snapshot_id=snapshot_id)
     finally:
-        for stage in stages:
-            stage.close()
+        for replay in replays:
+            replay.close()
 
 
 @pytest.fixture(scope="session")

@@ -278,6 +278,9 @@ def _value(metrics: Metrics, sample_name: str, **labels: str) -> float:
 def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: without it a kept-alive query waits ~40 ms
+    # for a delayed ACK (Nagle), 48 ms vs 1 ms measured in the benchmark.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:

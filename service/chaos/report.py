@@ -30,7 +30,7 @@ class RunResult:
     crashes: list[Crash] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)  # inputs per pipeline
-    aborted_echo: int = 0
+    aborted_outputs: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -85,7 +85,7 @@ class RunResult:
             "duplicated": self.duplicates,
             "wrong": self.total("wrong"),
             "order": self.total("order"),
-            "aborted_echo_records": self.aborted_echo,
+            "aborted_output_records": self.aborted_outputs,
             "timings_s": self.timings,
             "echo_latency_ms": self.latency_ms,
             "faults": [asdict(f) for f in self.faults],
@@ -159,7 +159,7 @@ def render(result: RunResult, console: Console) -> None:
 
     t = result.timings
     console.print(
-        f"aborted echo records (read_uncommitted - read_committed): {result.aborted_echo}; "
+        f"aborted output records (read_uncommitted - read_committed): {result.aborted_outputs}; "
         f"crashes: {len(result.crashes)}; findings: {len(result.findings)}"
     )
     if result.latency_ms:
@@ -209,7 +209,7 @@ def render_summary(results: list[RunResult], console: Console) -> None:
             _cell(r.total("lost")),
             str(r.duplicates) if r.expect_duplicates else _cell(r.duplicates),
             _cell(r.total("wrong")),
-            str(r.aborted_echo),
+            str(r.aborted_outputs),
             f"{r.timings.get('total', 0):.0f}",
         )
     console.print(table)

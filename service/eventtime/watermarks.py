@@ -333,9 +333,14 @@ class WatermarkTracker:
         if not self._generators:
             return False
         active = [g.watermark_ms for n, g in self._generators.items() if n not in self.idle]
-        if not active:
-            return False  # every input idle: hold the clock, as Flink does
-        candidate = min(active)
+        if active:
+            candidate = min(active)
+        else:
+            # Every input idle: none will hold the others back any more, so the clock
+            # goes to the largest of their watermarks (Flink's StatusWatermarkValve
+            # flushes the max across channels). Holding it instead would stall a
+            # quiet stream whose inputs went idle within the same tick.
+            candidate = max(g.watermark_ms for g in self._generators.values())
         if candidate > self.watermark_ms:
             self.watermark_ms = candidate
             return True

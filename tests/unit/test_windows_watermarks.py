@@ -286,3 +286,15 @@ def test_an_explicit_watermark_survives_a_snapshot() -> None:
     assert restarted.watermark_ms == 5_000
     results, late = restarted.on_record("a", 200, Reading("a", 200), 0)
     assert (results, late) == ([], True)
+
+
+def test_when_every_upstream_goes_idle_the_clock_goes_to_their_largest_watermark() -> None:
+    from service.eventtime.watermarks import FromUpstream, WatermarkTracker
+
+    tracker = WatermarkTracker(FromUpstream(idle_timeout_ms=10_000), ["upstream-0"])
+    # Upstream 0 spoke; upstream 1 never will (no records in its partition).
+    tracker.on_marker(0, 2, 59_999, now_ms=1_000)
+    assert tracker.watermark_ms < 59_999  # waits for upstream 1
+    # Both fall silent within the same tick: neither may hold the clock any more.
+    assert tracker.on_tick(11_500)
+    assert tracker.watermark_ms == 59_999

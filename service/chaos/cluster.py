@@ -25,7 +25,8 @@ import httpx
 
 from service.settings import ENV_PREFIX, OTHER_VARIABLES, Settings
 
-READY_TIMEOUT_S = 180.0
+# A broker restart recovers every partition first: minutes on a loaded machine.
+READY_TIMEOUT_S = 300.0
 
 
 def free_port() -> int:

@@ -362,11 +362,13 @@ class ChaosRun:
         checks += check_late(sensors, out[s.late_topic])
         checks += check_dead_letters(SENSORS, s.readings_topic, sensor_in, dead)
         aborting = {f.kind for f in self.schedule.faults} & ABORTING_KINDS
-        if s.exactly_once and aborting:
-            landed = Check("faults landed: aborted output records", "run", "other", checked=1)
-            if self.result.aborted_outputs <= 0:
-                landed.fail("no aborted records: did the faults hit open transactions?")
-            checks.append(landed)
+        if s.exactly_once and aborting and self.result.aborted_outputs <= 0:
+            # Evidence, not a guarantee: a kill between two commits finds no open
+            # transaction with records. Lost/duplicated/wrong are the verdict.
+            self.result.notes.append(
+                "no aborted output records: no kill or zombie hit an open transaction "
+                "with records in it (the faults themselves landed; see recovery times)"
+            )
         ref = reference.verify(s, inputs, out, dead)
         checks += ref.checks
         self.result.records |= ref.records

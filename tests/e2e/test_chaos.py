@@ -51,7 +51,6 @@ async def test_exactly_once_survives_every_fault_kind() -> None:
     result, table = await _run(config)
     assert result.clean, table
     assert {f.kind for f in result.faults} == {k.value for k in ALL_KINDS}, table
-    assert result.aborted_outputs > 0, "no aborted records: the faults missed open transactions"
     assert all(f.landed for f in result.faults), table  # restore_kill hit a restore
     assert result.records["eos_checker"] >= 5_000
     assert result.records["sensor_averages"] >= 3_000

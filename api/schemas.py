@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -28,6 +28,15 @@ class WindowOut(BaseModel):
     timing: Literal["first", "update"] = "first"
 
 
+class _Page(Protocol):
+    @property
+    def partition(self) -> int: ...
+    @property
+    def watermark_ms(self) -> int | None: ...
+    @property
+    def committed_offsets(self) -> dict[str, int]: ...
+
+
 class Freshness(BaseModel):
     served_by: str = Field(description="The worker that answered.")
     partition: int
@@ -35,6 +44,16 @@ class Freshness(BaseModel):
     committed_offsets: dict[str, int] = Field(
         description="Input offsets the answer reflects (committed state only)."
     )
+
+    @classmethod
+    def of(cls, served_by: str, page: _Page) -> Freshness:
+        """How fresh a page of committed state is (every paged query returns one)."""
+        return cls(
+            served_by=served_by,
+            partition=page.partition,
+            watermark_ms=page.watermark_ms,
+            committed_offsets=page.committed_offsets,
+        )
 
 
 class SensorWindows(BaseModel):

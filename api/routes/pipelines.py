@@ -73,12 +73,7 @@ def _windows(
         key=key,
         windows=page.windows,
         next_from_ms=page.next_from_ms,
-        freshness=Freshness(
-            served_by=backend.worker_id,
-            partition=page.partition,
-            watermark_ms=page.watermark_ms,
-            committed_offsets=page.committed_offsets,
-        ),
+        freshness=Freshness.of(backend.worker_id, page),
     )
 
 

@@ -9,13 +9,12 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
 
 from api.deps import BackendDep
-from api.errors import BadRequestError
+from api.routes.pipelines import page_limit
 from api.schemas import Freshness, SensorWindows, WindowOut
 from service.queries import UnknownKeyError
 
 router = APIRouter(prefix="/sensors", tags=["sensors"])
 MAX_TIME_MS = 2**62
-DEFAULT_LIMIT = 100
 ROLLING_MS = 60_000
 
 
@@ -48,12 +47,7 @@ def sensor_windows(
     ] = None,
 ) -> SensorWindows:
     """Windows of one sensor whose start lies in ``[from_ms, to_ms)``, oldest first."""
-    if from_ms > to_ms:
-        raise BadRequestError(f"from_ms ({from_ms}) must not be after to_ms ({to_ms})")
-    if limit is None:
-        limit = min(DEFAULT_LIMIT, backend.max_results)
-    if limit > backend.max_results:
-        raise BadRequestError(f"limit {limit} is above the maximum of {backend.max_results}")
+    limit = page_limit(backend, from_ms, to_ms, limit)
     page = backend.sensor_windows(sensor_id, from_ms, to_ms, limit)
     return SensorWindows(
         sensor_id=sensor_id,
@@ -61,12 +55,7 @@ def sensor_windows(
         to_ms=to_ms,
         windows=[WindowOut.model_validate(w) for w in page.windows],
         next_from_ms=page.next_from_ms,
-        freshness=Freshness(
-            served_by=backend.worker_id,
-            partition=page.partition,
-            watermark_ms=page.watermark_ms,
-            committed_offsets=page.committed_offsets,
-        ),
+        freshness=Freshness.of(backend.worker_id, page),
     )
 
 
@@ -108,12 +97,7 @@ def sensor_summary(
         latest_temperature=latest,
         last_window=windows[-1] if windows else None,
         rolling_minute=_rolling(windows),
-        freshness=Freshness(
-            served_by=backend.worker_id,
-            partition=page.partition,
-            watermark_ms=page.watermark_ms,
-            committed_offsets=page.committed_offsets,
-        ),
+        freshness=Freshness.of(backend.worker_id, page),
     )
 
 

@@ -110,12 +110,7 @@ def table_entries(
             for e in page.entries
         ],
         next_from_ms=page.next_from_ms,
-        freshness=Freshness(
-            served_by=backend.worker_id,
-            partition=page.partition,
-            watermark_ms=page.watermark_ms,
-            committed_offsets=page.committed_offsets,
-        ),
+        freshness=Freshness.of(backend.worker_id, page),
     )
 
 

@@ -9,7 +9,8 @@ UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt pyproject.toml | md5sum | cut -c1-12)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
-        test test-unit test-integration lint format clean chaos bench bench-quick browser
+        test test-unit test-integration lint format clean chaos bench bench-quick browser \
+        postgres postgres-start postgres-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -45,7 +46,7 @@ kafka-status: venv
 topics: kafka-start ## create Eddy's topics (idempotent)
 	$(BIN)/python -m service topics create
 
-run: kafka-jars ## broker, topics, worker (API on :8000) and simulator; DURATION=<s> stops by itself
+run: kafka-jars postgres ## broker, topics, worker (API on :8000) and simulator; DURATION=<s> stops by itself
 	$(BIN)/python -m service run $(if $(DURATION),--duration $(DURATION),)
 
 worker: topics ## run one worker in the foreground
@@ -70,7 +71,18 @@ browser: ## install Debian's chromium if missing (for the dashboard test)
 	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: lint kafka-jars browser ## the whole suite: lint, unit, integration and e2e against a real broker
+# Debian's PostgreSQL server programs, for the postgres_sink pipeline and its tests.
+postgres: ## install Debian's postgresql if missing (initdb, pg_ctl)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+
+postgres-start: venv postgres ## start the local PostgreSQL on 127.0.0.1:5433 (no-op if running)
+	$(BIN)/python -m service postgres start
+
+postgres-stop: venv ## stop the local PostgreSQL
+	$(BIN)/python -m service postgres stop
+
+test: lint kafka-jars browser postgres ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
 
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
@@ -85,7 +97,11 @@ bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): ben
 bench-quick: kafka-jars ## every contender on 20k readings: asserts correct windows, not speed
 	$(BIN)/python -m bench --quick
 
-.PHONY: analytics bench-snapshot
+.PHONY: analytics bench-snapshot bench-io
+bench-io: kafka-jars postgres ## enrichment (10 ms lookups, capacity 100) and PostgreSQL upsert rates: bench/results/{enrich,pgsink}.json
+	$(BIN)/python -m bench.enrich
+	$(BIN)/python -m bench.pgsink
+
 analytics: venv ## every Spark job on the newest snapshot (make run takes one); prints the reports
 	$(BIN)/python -m spark_jobs $(if $(SNAPSHOT),--snapshot $(SNAPSHOT),)
 
@@ -94,4 +110,5 @@ bench-snapshot: venv ## snapshot export rate and Spark job time for 1M keys: ben
 
 clean: ## stop the broker and remove local state (keeps .venv)
 	-$(BIN)/python -m service kafka stop
+	-$(BIN)/python -m service postgres stop
 	rm -rf .eddy

@@ -25,7 +25,13 @@ PIPELINES = {
     "hashtag_counts": "agents.hashtags:build_counts",
     "team_powerups": "agents.team_powerups:build",
     "eos_checker": "agents.eos_checker:build",
+    "sensor_rooms": "agents.sensor_rooms:build",
+    "postgres_sink": "agents.postgres_sink:build",
 }
+
+# Pipelines that need a service besides Kafka (the room lookup, PostgreSQL): not
+# in the default set, not in the synchronous replay; make run starts their services.
+EXTERNAL = frozenset({"sensor_rooms", "postgres_sink"})
 
 
 def builder(name: str) -> Callable[[Settings], Pipeline]:

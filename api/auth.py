@@ -8,7 +8,7 @@ from fastapi import Request
 from starlette.exceptions import HTTPException
 
 
-def require_token(request: Request) -> None:
+async def require_token(request: Request) -> None:
     """Raise 401 unless the request carries ``Authorization: Bearer <token>``."""
     expected: str | None = request.app.state.api_token
     if expected is None:

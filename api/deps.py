@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from api.backend import Backend
 
 
-def get_backend(request: Request) -> Backend:
+async def get_backend(request: Request) -> Backend:
     backend: Backend = request.app.state.backend
     return backend
 

@@ -11,9 +11,6 @@ uses (checkpoint, export, publish).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -23,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from bench.machine import write_result
 from service.eventtime import TimeWindow
 from service.snapshot.layout import SnapshotRoot
 from service.snapshot.offline import snapshot_stores
@@ -127,17 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             "parquet_mb": round(parquet_bytes / 1e6, 1),
             "spark_master": args.master,
             **spark_job(root, directory / "reports", args.master),
-            "machine": {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "cpus": os.cpu_count(),
-                # Shared machines: a busy one makes every figure here slower.
-                "load_average_1m_at_end": round(os.getloadavg()[0], 2),
-            },
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+        write_result(args.output, result)
         print(
             f"snapshot export: {rows} rows in {export_s:.2f} s = {rows / export_s:,.0f} rows/s; "
             f"Spark sensor report on {args.keys:,} keys: {result['spark_job_s']} s "

@@ -16,8 +16,29 @@ from service.errors import EddyError
 Handler = Callable[[argparse.Namespace], int]
 
 
+def _bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number in [low, high], or a one-line usage error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not in [{low}, {high}]")
+        return value
+
+    return parse
+
+
 def _kafka(args: argparse.Namespace) -> int:
     from service.localkafka.cli import run
+
+    return run(args)
+
+
+def _postgres(args: argparse.Namespace) -> int:
+    from service.postgres.cli import run
 
     return run(args)
 
@@ -38,6 +59,14 @@ def _simulate(args: argparse.Namespace) -> int:
     from service.simulator import run_cli
 
     return run_cli(args)
+
+
+def _rooms(args: argparse.Namespace) -> int:
+    from service.simulator.rooms import Knobs, serve
+
+    knobs = Knobs(int(args.latency_ms), int(args.jitter_ms), args.failure_rate, args.seed)
+    serve(args.host, int(args.port), knobs)
+    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -86,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     kafka = commands.add_parser("kafka", help="fetch, start, stop the local Kafka broker")
     kafka.add_argument("action", choices=["fetch", "start", "stop", "status"])
     kafka.set_defaults(handler=_kafka)
+
+    postgres = commands.add_parser(
+        "postgres", help="start, stop the local PostgreSQL; migrate the sink's schema"
+    )
+    postgres.add_argument("action", choices=["start", "stop", "status", "migrate"])
+    postgres.set_defaults(handler=_postgres)
 
     topics = commands.add_parser("topics", help="create Eddy's topics (idempotent)")
     topics.add_argument("action", choices=["create"])
@@ -148,6 +183,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--fast", action="store_true", help="send as fast as possible (no real-time pacing)"
     )
     simulate.set_defaults(handler=_simulate)
+
+    rooms = commands.add_parser(
+        "rooms",
+        help="serve the sensor-to-room lookup that sensor_rooms enriches readings from",
+        description="GET /rooms/<sensor_id> -> {sensor_id, room}; 404 for sensors it does "
+        "not know (every 13th); GET /stats counts requests and the most in flight.",
+    )
+    rooms.add_argument("--host", default="127.0.0.1", help="address (%(default)s)")
+    rooms.add_argument(
+        "--port", type=_bounded(int, 0, 65_535), default=8090, help="port (%(default)s)"
+    )
+    rooms.add_argument(
+        "--latency-ms",
+        type=_bounded(int, 0, 600_000),
+        default=10,
+        help="delay of every answer (%(default)s)",
+    )
+    rooms.add_argument(
+        "--jitter-ms",
+        type=_bounded(int, 0, 600_000),
+        default=0,
+        help="extra random delay, up to (%(default)s)",
+    )
+    rooms.add_argument(
+        "--failure-rate",
+        type=_bounded(float, 0, 1),
+        default=0.0,
+        help="share of 503 answers (%(default)s)",
+    )
+    rooms.add_argument("--seed", type=int, default=0, help="seeds jitter and failures")
+    rooms.set_defaults(handler=_rooms)
 
     replay = commands.add_parser(
         "replay", help="run a window spec over a JSON Lines file (no Kafka)"

@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import httpx
 from rich.console import Console
 
 from service.errors import EddyError
-from service.settings import Settings, load_settings
+from service.settings import ENV_PREFIX, Settings, load_settings
 
 console = Console(highlight=False)
 STATUS_EVERY_S = 5.0
@@ -50,7 +51,7 @@ class Child:
         self.log.close()
 
 
-def _spawn(name: str, args: list[str], log_dir: Path) -> Child:
+def _spawn(name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None) -> Child:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     log = log_path.open("ab")
@@ -59,24 +60,28 @@ def _spawn(name: str, args: list[str], log_dir: Path) -> Child:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        env=os.environ.copy(),
+        env={**os.environ, **(env or {})},
     )
     return Child(name, process, log, log_path)
 
 
-async def _wait_ready(base: str, worker: Child, timeout_s: float = 120.0) -> None:
+async def _wait_ready(
+    base: str, worker: Child, timeout_s: float = 120.0, path: str = "/readyz"
+) -> None:
     deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient(timeout=2.0) as client:
         while time.monotonic() < deadline:
             if worker.process.poll() is not None:
-                raise EddyError(f"the worker exited early; see {worker.log_path}")
+                raise EddyError(f"the {worker.name} exited early; see {worker.log_path}")
             try:
-                if (await client.get(f"{base}/readyz")).status_code == 200:
+                if (await client.get(f"{base}{path}")).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             await asyncio.sleep(0.5)
-    raise EddyError(f"the worker was not ready after {timeout_s:.0f}s; see {worker.log_path}")
+    raise EddyError(
+        f"the {worker.name} was not ready after {timeout_s:.0f}s; see {worker.log_path}"
+    )
 
 
 def _status_line(elapsed_s: float, now: dict[str, Any], before: dict[str, Any], dt_s: float) -> str:
@@ -150,6 +155,8 @@ SCENARIO_OF = {
     "hashtags": "tweets",
     "hashtag_counts": "tweets",
     "team_powerups": "game",
+    "sensor_rooms": "sensors",
+    "postgres_sink": "sensors",
 }
 
 
@@ -157,6 +164,16 @@ def simulator_scenarios(pipelines: Sequence[str]) -> list[str]:
     """Scenarios to simulate for the enabled pipelines, in a stable order."""
     wanted = {SCENARIO_OF[p] for p in pipelines if p in SCENARIO_OF}
     return [s for s in ("sensors", "vehicles", "tweets", "game") if s in wanted]
+
+
+def postgres_dsn_hint(settings: Settings) -> str:
+    """The DSN without its password, to print."""
+    assert settings.postgres_dsn is not None
+    parts = urlsplit(settings.postgres_dsn.get_secret_value())
+    host = parts.hostname or ""
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
 
 
 def _print_banner(settings: Settings, base: str, logs: Path) -> None:
@@ -168,6 +185,14 @@ def _print_banner(settings: Settings, base: str, logs: Path) -> None:
     for pipeline, path in CURL_EXAMPLES.items():
         if pipeline in settings.pipelines:
             console.print(f"  {pipeline:<15} curl {base}{path}")
+    if "sensor_rooms" in settings.pipelines:
+        console.print(
+            f"  sensor_rooms    readings with their room on {settings.topic('sensor-rooms')}; "
+            f"lookups from {settings.room_service_url}/rooms/sensor_1"
+        )
+    if "postgres_sink" in settings.pipelines:
+        query = f"select * from {settings.postgres_schema}.sensor_latest"
+        console.print(f"  postgres_sink   psql {postgres_dsn_hint(settings)} -c '{query}'")
     console.print(f"  metrics       {base}/metrics")
     console.print(f"  health        {base}/healthz   {base}/readyz")
     console.print(f"  Kafka         {settings.bootstrap_servers}")
@@ -175,17 +200,56 @@ def _print_banner(settings: Settings, base: str, logs: Path) -> None:
     console.print("  Ctrl-C stops everything this started.")
 
 
+def with_services(settings: Settings) -> tuple[Settings, dict[str, str]]:
+    """Unless EDDY_PIPELINES is set, add the pipelines that need a service of their
+    own (``sensor_rooms``, ``postgres_sink``), which make run starts locally."""
+    from agents import EXTERNAL
+
+    if f"{ENV_PREFIX}PIPELINES" in os.environ:
+        return settings, {}
+    pipelines = (*settings.pipelines, *sorted(EXTERNAL - set(settings.pipelines)))
+    overrides: dict[str, Any] = {"pipelines": pipelines}
+    if settings.postgres_dsn is None:
+        from service import postgres
+
+        overrides["postgres_dsn"] = postgres.dsn()
+    settings = load_settings(**overrides)
+    return settings, {
+        k: v for k, v in settings.to_env().items() if k.endswith(("_PIPELINES", "_POSTGRES_DSN"))
+    }
+
+
+async def _start_services(settings: Settings, logs: Path, children: list[Child]) -> bool:
+    """The room service (if sensor_rooms runs against a local URL) and PostgreSQL (if
+    postgres_sink runs); True if this started PostgreSQL."""
+    url = urlsplit(settings.room_service_url)
+    if "sensor_rooms" in settings.pipelines and url.hostname in {"127.0.0.1", "localhost"}:
+        port = str(url.port or 80)
+        rooms = _spawn("rooms", ["rooms", "--port", port, "--latency-ms", "10"], logs)
+        children.append(rooms)
+        await _wait_ready(settings.room_service_url, rooms, path="/healthz")
+    if "postgres_sink" not in settings.pipelines:
+        return False
+    from service import postgres
+
+    with console.status("starting PostgreSQL..."):
+        return await asyncio.to_thread(postgres.ensure_running)
+
+
 async def launch(settings: Settings, duration_s: float | None, rate: float) -> int:
-    from service import localkafka
+    from service import localkafka, postgres
     from service.topics import run_cli as create_topics
 
+    settings, service_env = with_services(settings)
     started_broker = await asyncio.to_thread(localkafka.ensure_running)
+    started_postgres = False
     children: list[Child] = []
     logs = Path(".eddy/logs")
     base = f"http://{settings.api_host}:{settings.api_port}"
     try:
+        started_postgres = await _start_services(settings, logs, children)
         await asyncio.to_thread(create_topics, argparse.Namespace(action="create"))
-        worker = _spawn("worker", ["worker"], logs)
+        worker = _spawn("worker", ["worker"], logs, service_env)
         children.append(worker)
         with console.status("waiting for the worker to join and restore its state..."):
             await _wait_ready(base, worker)
@@ -197,13 +261,21 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
         await _monitor(base, children, duration_s)
         return 0
     finally:
-        console.print("stopping: simulator, worker" + (", broker" if started_broker else ""))
+        stopped = ", ".join(child.name for child in reversed(children))
+        extra = "".join(
+            name
+            for name, started in ((", broker", started_broker), (", PostgreSQL", started_postgres))
+            if started
+        )
+        console.print(f"stopping: {stopped}{extra}")
         for child in reversed(children):
             if child.name == "worker" and child.process.poll() is None:
                 await _snapshot_at_exit(base, settings)
             await asyncio.to_thread(child.stop)
         if started_broker:
             await asyncio.to_thread(localkafka.stop)
+        if started_postgres:
+            await asyncio.to_thread(postgres.stop)
         console.print("stopped cleanly")
 
 

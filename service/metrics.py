@@ -146,3 +146,19 @@ class Metrics:
             ["pipeline", "reason"],
             registry=r,
         )
+        # External I/O (service/pipeline/enrich.py, service/pipeline/pgsink.py):
+        # events such as lookup.timeout, lookup.retry, sink.rows; durations such as
+        # lookup (one request) and sink.batch (one database transaction).
+        self.io_events = Counter(
+            "eddy_io_events",
+            "External I/O events of a pipeline (lookup timeouts and retries, rows upserted).",
+            ["pipeline", "event"],
+            registry=r,
+        )
+        self.io_seconds = Histogram(
+            "eddy_io_seconds",
+            "Duration of a pipeline's external I/O (one lookup, one sink batch).",
+            ["pipeline", "operation"],
+            registry=r,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )

@@ -114,6 +114,9 @@ class _Collector:
     def count(self, event: str, n: int = 1) -> None:
         pass  # metrics are the worker's business
 
+    def observe(self, event: str, seconds: float) -> None:
+        pass
+
 
 class _Stage:
     def __init__(self, pipeline: Pipeline, directory: Path) -> None:

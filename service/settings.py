@@ -185,6 +185,45 @@ class Settings(BaseSettings):
         "eos-checker-",
         description="Topic prefix of the eos_checker pipeline (input, echo, agg, alerts).",
     )
+    room_service_url: str = Field(
+        "http://127.0.0.1:8090",
+        pattern=r"^https?://[^/\s]+$",
+        description="sensor_rooms: base URL of the sensor-to-room lookup service "
+        "(GET /rooms/<sensor_id>; make run starts one).",
+    )
+    lookup_capacity: int = Field(
+        100, ge=1, le=10_000, description="sensor_rooms: most lookups in flight per partition."
+    )
+    lookup_timeout_ms: int = Field(
+        5_000,
+        ge=1,
+        description="sensor_rooms: a lookup not answered in this time (retries included) "
+        "gives the fallback, UNKNOWN ROOM (the seeds' E18: 5 s).",
+    )
+    lookup_retries: int = Field(
+        2, ge=0, le=10, description="sensor_rooms: retries of a failed lookup (with backoff)."
+    )
+    lookup_ordered: bool = Field(
+        True,
+        description="sensor_rooms: emit enriched readings in input order (true) or as "
+        "lookups finish (false; never across a watermark).",
+    )
+    postgres_dsn: SecretStr | None = Field(
+        None,
+        description="postgres_sink: the PostgreSQL server, e.g. "
+        "postgresql://eddy@127.0.0.1:5433/eddy (make run starts a local one).",
+    )
+    postgres_schema: str = Field(
+        "eddy",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="postgres_sink: the schema its tables live in (created if missing).",
+    )
+    sink_max_batch_rows: int = Field(
+        5_000,
+        ge=1,
+        description="postgres_sink: upsert as soon as this many rows are buffered "
+        "(otherwise at each commit).",
+    )
     api_host: str = Field("127.0.0.1", description="Address the REST API binds to.")
     api_token: SecretStr | None = Field(
         None,
@@ -264,6 +303,15 @@ class Settings(BaseSettings):
         if unknown or not value:
             raise ValueError(f"unknown pipeline {unknown}; choose from {sorted(PIPELINES)}")
         return value
+
+    @model_validator(mode="after")
+    def _sink_has_a_database(self) -> Settings:
+        if "postgres_sink" in self.pipelines and self.postgres_dsn is None:
+            raise ValueError(
+                "EDDY_PIPELINES includes postgres_sink: set EDDY_POSTGRES_DSN "
+                "(make run starts a local PostgreSQL and sets it)"
+            )
+        return self
 
     @field_validator("bootstrap_servers")
     @classmethod

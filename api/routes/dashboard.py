@@ -13,15 +13,15 @@ STATIC = Path(__file__).resolve().parent.parent / "static"
 
 
 @router.get("/")
-def root() -> RedirectResponse:
+async def root() -> RedirectResponse:
     return RedirectResponse("/dashboard")
 
 
 @router.get("/dashboard")
-def page() -> FileResponse:
+async def page() -> FileResponse:
     return FileResponse(STATIC / "dashboard.html", media_type="text/html")
 
 
 @router.get("/dashboard.js")
-def script() -> FileResponse:
+async def script() -> FileResponse:
     return FileResponse(STATIC / "dashboard.js", media_type="text/javascript")

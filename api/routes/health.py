@@ -12,14 +12,14 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health)
-def healthz(backend: BackendDep) -> JSONResponse:
+async def healthz(backend: BackendDep) -> JSONResponse:
     live = backend.is_live()
     body = Health(status="ok" if live else "failing", worker_id=backend.worker_id)
     return JSONResponse(body.model_dump(), status_code=200 if live else 503)
 
 
 @router.get("/readyz", response_model=Readiness)
-def readyz(backend: BackendDep) -> JSONResponse:
+async def readyz(backend: BackendDep) -> JSONResponse:
     """Ready once every owned partition is restored from its changelog."""
     ready, detail = backend.readiness()
     body = Readiness(ready=ready, worker_id=backend.worker_id, pipelines=detail)

@@ -12,12 +12,12 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/metrics", response_class=Response)
-def metrics(backend: BackendDep) -> Response:
+async def metrics(backend: BackendDep) -> Response:
     body, content_type = backend.metrics_text()
     return Response(content=body, media_type=content_type)
 
 
 @router.get("/status")
-def status(backend: BackendDep) -> dict[str, Any]:
+async def status(backend: BackendDep) -> dict[str, Any]:
     """Counters and watermarks in one JSON document (what ``make run`` prints)."""
     return backend.status()

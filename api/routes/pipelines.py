@@ -83,7 +83,7 @@ Limit = Annotated[int | None, Query(ge=1, description="Most windows (default 100
 
 
 @router.get("/sensors/{sensor_id}/minmax", response_model=WindowsOf)
-def sensor_minmax(
+async def sensor_minmax(
     backend: BackendDep,
     sensor_id: Key,
     from_ms: FromMs = 0,
@@ -95,7 +95,7 @@ def sensor_minmax(
 
 
 @router.get("/sensors/{sensor_id}/counts", response_model=WindowsOf)
-def sensor_counts(
+async def sensor_counts(
     backend: BackendDep,
     sensor_id: Key,
     from_ms: FromMs = 0,
@@ -107,7 +107,7 @@ def sensor_counts(
 
 
 @router.get("/sensors/{sensor_id}/alerts", response_model=KeyState)
-def sensor_alerts(backend: BackendDep, sensor_id: Key) -> KeyState:
+async def sensor_alerts(backend: BackendDep, sensor_id: Key) -> KeyState:
     """The sensor's latest alerts, newest last (sensor_alerts)."""
     found = backend.state_value("sensor_alerts", "recent", sensor_id)
     return KeyState(
@@ -116,7 +116,7 @@ def sensor_alerts(backend: BackendDep, sensor_id: Key) -> KeyState:
 
 
 @router.get("/vehicles/{vehicle_id}/checks", response_model=WindowsOf)
-def vehicle_checks(
+async def vehicle_checks(
     backend: BackendDep,
     vehicle_id: Key,
     from_ms: FromMs = 0,
@@ -128,7 +128,7 @@ def vehicle_checks(
 
 
 @router.get("/vehicles/{vehicle_id}/agreement", response_model=Agreement)
-def vehicle_agreement(backend: BackendDep, vehicle_id: Key) -> Agreement:
+async def vehicle_agreement(backend: BackendDep, vehicle_id: Key) -> Agreement:
     """How often the vehicle's app agrees with its OBD device (vehicle_speed)."""
     state = backend.window_key_state("vehicle_speed", vehicle_id).value
     recent = state.get("recent") or []
@@ -181,7 +181,7 @@ async def hashtags_top(
 
 
 @router.get("/hashtags/{hashtag}/counts", response_model=WindowsOf)
-def hashtag_counts(
+async def hashtag_counts(
     backend: BackendDep,
     hashtag: Key,
     from_ms: FromMs = 0,
@@ -193,7 +193,7 @@ def hashtag_counts(
 
 
 @router.get("/teams/{team}/powerups", response_model=WindowsOf)
-def team_powerups(
+async def team_powerups(
     backend: BackendDep,
     team: Key,
     from_ms: FromMs = 0,

@@ -35,7 +35,7 @@ class RollingStats(BaseModel):
         503: {"description": "The sensor's partition is recovering or owned elsewhere"},
     },
 )
-def sensor_windows(
+async def sensor_windows(
     backend: BackendDep,
     sensor_id: Annotated[str, Path(min_length=1, max_length=200)],
     from_ms: Annotated[int, Query(ge=0, le=MAX_TIME_MS, description="Window start >= this")] = 0,
@@ -79,7 +79,7 @@ class SensorSummary(BaseModel):
         503: {"description": "The sensor's partition is recovering or moving"},
     },
 )
-def sensor_summary(
+async def sensor_summary(
     backend: BackendDep, sensor_id: Annotated[str, Path(min_length=1, max_length=200)]
 ) -> SensorSummary:
     """The sensor's latest reading and its rolling statistics over the last minute."""

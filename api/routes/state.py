@@ -34,7 +34,7 @@ class KeyedValue(BaseModel):
         503: {"description": "The key's partition is recovering or owned elsewhere"},
     },
 )
-def keyed_value(
+async def keyed_value(
     backend: BackendDep,
     pipeline: Name,
     state: Name,

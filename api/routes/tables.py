@@ -60,7 +60,7 @@ class Watermarks(BaseModel):
 
 
 @router.get("/pipelines", response_model=Pipelines)
-def pipelines(backend: BackendDep) -> Pipelines:
+async def pipelines(backend: BackendDep) -> Pipelines:
     """The pipelines this worker runs and their tables."""
     found = backend.pipelines()
     return Pipelines(
@@ -78,7 +78,7 @@ def pipelines(backend: BackendDep) -> Pipelines:
         503: {"description": "The key's partition is recovering or moving"},
     },
 )
-def table_entries(
+async def table_entries(
     backend: BackendDep,
     pipeline: Name,
     table: Name,
@@ -127,7 +127,7 @@ class Keys(BaseModel):
     response_model=Keys,
     responses={400: {"description": "A table keyed by time"}, 404: {"description": "Unknown"}},
 )
-def table_keys(
+async def table_keys(
     backend: BackendDep,
     pipeline: Name,
     table: Name,
@@ -150,7 +150,7 @@ def table_keys(
 
 
 @router.get("/watermarks", response_model=Watermarks)
-def watermarks(backend: BackendDep) -> Watermarks:
+async def watermarks(backend: BackendDep) -> Watermarks:
     """Each partition's event-time watermark here, and how far it is behind the wall
     clock (a growing lag: a stalled or idle input)."""
     now_ms = backend.now_ms()

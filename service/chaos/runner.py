@@ -23,7 +23,7 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agents import PIPELINES
+from agents import EXTERNAL, PIPELINES
 from agents.eos_checker import topics as checker_topics
 from service import localkafka
 from service.chaos import reference, rest, workload
@@ -69,7 +69,7 @@ def run_settings(schedule: Schedule, tag: str, run_dir: Path) -> Settings:
         dead_letter_topic=f"chaos-{tag}-dead",
         checker_topic_prefix=f"chaos-{tag}-eos-",
         topic_prefix=f"chaos-{tag}-",
-        pipelines=tuple(PIPELINES),
+        pipelines=tuple(p for p in PIPELINES if p not in EXTERNAL),
         # Never declare a (killed, stopped) upstream task idle: hashtag_counts would
         # move on without it and drop its records as late, depending on timing.
         upstream_idle_timeout_ms=0,

@@ -60,6 +60,10 @@ class Output(Protocol):
         """Count a pipeline event (``late``, ``window.first``...) for metrics."""
         ...
 
+    def observe(self, event: str, seconds: float) -> None:
+        """Time a pipeline event (``lookup``, ``sink.batch``) for metrics."""
+        ...
+
 
 class PartitionLogic(Protocol):
     """One pipeline's processing for one input partition."""
@@ -80,6 +84,26 @@ class PartitionLogic(Protocol):
 
     @property
     def watermark_ms(self) -> int: ...
+
+
+class AsyncLogic(PartitionLogic, Protocol):
+    """A logic that waits on I/O (lookups, database writes) while processing.
+
+    The runtime awaits :meth:`process_async` instead of calling ``process`` and
+    awaits :meth:`flush` before every checkpoint, so no request is in flight
+    across a commit: what a failure interrupts was never committed, and its
+    records are processed (looked up, written) again after recovery.
+    """
+
+    async def process_async(self, record: InputRecord, out: Output) -> None: ...
+
+    async def flush(self, out: Output) -> None:
+        """Finish everything in flight and emit its results."""
+        ...
+
+    def cancel(self) -> None:
+        """Drop in-flight work: the task is being discarded."""
+        ...
 
 
 class BroadcastLogic(PartitionLogic, Protocol):

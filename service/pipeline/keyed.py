@@ -123,7 +123,7 @@ class ProcessLogic:
             return
         index = self._d.input_index(record.topic)
         source = self._d.inputs[index]
-        decoded = self._decode(source, record, out)
+        decoded = decode_input(source, record, out)
         if decoded is None:
             return
         key, timestamp_ms, value = decoded
@@ -155,25 +155,6 @@ class ProcessLogic:
             self._txn.put(META, "process", snapshot)
             self._saved = snapshot
 
-    def _decode(
-        self, source: Input, record: InputRecord, out: Output
-    ) -> tuple[str, int | None, Any] | None:
-        try:
-            model = decode_model(source.value_type, record.value)
-        except DecodeError as exc:
-            out.dead_letter(record, exc.reason)
-            return None
-        try:
-            key = source.key(model)
-            timestamp_ms = None if source.timestamp_ms is None else source.timestamp_ms(model)
-        except Exception as exc:  # a user function failed on this record: keep the record
-            out.dead_letter(record, f"key/timestamp extraction failed: {exc!r}")
-            return None
-        if type(key) is not str or (timestamp_ms is not None and type(timestamp_ms) is not int):
-            out.dead_letter(record, "key must be a str and timestamp_ms an int")
-            return None
-        return key, timestamp_ms, model.model_dump(mode="json")
-
     def _emit(self, emitted: list[Emitted], out: Output) -> None:
         for item in emitted:
             topic = self._d.outputs.get(item.output)
@@ -181,3 +162,24 @@ class ProcessLogic:
                 known = ", ".join(sorted(self._d.outputs)) or "none"
                 raise KeyError(f"output {item.output!r} is not declared (declared: {known})")
             out.send(topic, item.key.encode(), orjson.dumps(item.value), (), item.timestamp_ms)
+
+
+def decode_input(
+    source: Input, record: InputRecord, out: Output
+) -> tuple[str, int | None, dict[str, Any]] | None:
+    """``(key, event time, value as JSON types)``, or None after dead-lettering it."""
+    try:
+        model = decode_model(source.value_type, record.value)
+    except DecodeError as exc:
+        out.dead_letter(record, exc.reason)
+        return None
+    try:
+        key = source.key(model)
+        timestamp_ms = None if source.timestamp_ms is None else source.timestamp_ms(model)
+    except Exception as exc:  # a user function failed on this record: keep the record
+        out.dead_letter(record, f"key/timestamp extraction failed: {exc!r}")
+        return None
+    if type(key) is not str or (timestamp_ms is not None and type(timestamp_ms) is not int):
+        out.dead_letter(record, "key must be a str and timestamp_ms an int")
+        return None
+    return key, timestamp_ms, model.model_dump(mode="json")

@@ -193,6 +193,9 @@ class PipelineRuntime:
                 continue
             self.metrics.records_in.labels(self.name).inc(processed)
             self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
+            # Sends rarely suspend: without this, REST queries (served by this event
+            # loop) would wait for every partition's batch, not just the current one.
+            await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Commit what was processed, leave the group, close state.

@@ -62,6 +62,11 @@ class TaskOutput:
             self.metrics.late_records.labels(self.pipeline).inc(n)
         elif event.startswith("window."):
             self.metrics.windows_emitted.labels(self.pipeline, event[7:]).inc(n)
+        else:
+            self.metrics.io_events.labels(self.pipeline, event).inc(n)
+
+    def observe(self, event: str, seconds: float) -> None:
+        self.metrics.io_seconds.labels(self.pipeline, event).observe(seconds)
 
     def take(self) -> list[Pending]:
         pending, self.pending = self.pending, []

@@ -22,10 +22,14 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
-from service.pipeline.base import BroadcastLogic, InputRecord, PartitionLogic, Pipeline
+from service.pipeline.base import AsyncLogic, BroadcastLogic, InputRecord, PartitionLogic, Pipeline
 from service.runtime.output import Pending, TaskOutput
 from service.runtime.restarts import RecordFailedError, RestartPolicy
 from tables.store import PartitionStore
+
+
+class ExternalIOError(OSError):
+    """Work in flight to an external system (lookup, database) failed at a checkpoint."""
 
 
 class Task:
@@ -56,6 +60,7 @@ class Task:
         self.restarts = restarts
         self.txn = store.begin()
         self.logic: PartitionLogic = pipeline.create_logic(partition, store, self.txn)
+        self._async = cast(AsyncLogic, self.logic) if hasattr(self.logic, "flush") else None
         self.committed_offsets = dict(offsets)
         self.next_offsets = dict(offsets)
         self._futures: list[asyncio.Future[RecordMetadata]] = []
@@ -83,7 +88,10 @@ class Task:
                 self.restarts.dead_lettered(record_id)
             else:
                 try:
-                    self.logic.process(record, self.output)
+                    if self._async is None:
+                        self.logic.process(record, self.output)
+                    else:
+                        await self._async.process_async(record, self.output)
                 except Exception as exc:
                     # The engine aborts this task and replays from the last commit.
                     raise RecordFailedError(record_id, exc) from exc
@@ -111,6 +119,15 @@ class Task:
 
     async def prepare_commit(self) -> None:
         """Steps 1-3 up to the transaction commit: send state, await every send."""
+        if self._async is not None:
+            try:
+                await self._async.flush(self.output)
+            except (TimeoutError, KafkaError, OSError):
+                raise
+            except Exception as exc:
+                # A database or service error: the engine reopens the task from its
+                # last commit, as for a failed Kafka send, and the work is redone.
+                raise ExternalIOError(f"{self.pipeline.name}[{self.partition}]: {exc!r}") from exc
         self.logic.prepare_commit()
         pending = self.output.take()  # e.g. watermark markers written at commit time
         if pending:
@@ -150,6 +167,8 @@ class Task:
 
     def discard(self) -> None:
         """Forget everything uncommitted (the caller reopens the task from Kafka)."""
+        if self._async is not None:
+            self._async.cancel()
         self.txn.discard()
         self.output.take()
         for future in self._futures:

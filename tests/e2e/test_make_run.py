@@ -1,0 +1,71 @@
+"""`make run` as a user runs it (``python -m service run``): broker, room service,
+PostgreSQL, worker and simulator come up; readings get rooms and window results
+reach PostgreSQL; everything stops cleanly at the end of ``--duration``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+
+from service.settings import load_settings
+from tests.support.kafka import read_all
+from tests.support.postgres import rows_of
+from tests.support.processes import free_port
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_make_run_enriches_readings_and_fills_postgres(
+    tmp_path: Path, postgres_dsn: str, fresh_schema: Callable[[], str]
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    schema = fresh_schema()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDDY_")}
+    env.update(
+        EDDY_APP_ID=f"run-{tag}",
+        EDDY_TOPIC_PREFIX=f"run-{tag}-",
+        EDDY_READINGS_TOPIC=f"run-{tag}-readings",
+        EDDY_AVERAGES_TOPIC=f"run-{tag}-averages",
+        EDDY_LATE_TOPIC=f"run-{tag}-late",
+        EDDY_DEAD_LETTER_TOPIC=f"run-{tag}-dead",
+        EDDY_STATE_DIR=str(tmp_path / "state"),
+        EDDY_SNAPSHOT_ROOT=str(tmp_path / "snapshots"),
+        EDDY_API_PORT=str(free_port()),
+        EDDY_ROOM_SERVICE_URL=f"http://127.0.0.1:{free_port()}",
+        EDDY_POSTGRES_SCHEMA=schema,
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "service", "run", "--duration", "45", "--rate", "200"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3_000:]
+    assert "Traceback" not in output
+    assert "sensor_rooms" in output  # the banner
+    assert "postgres_sink" in output
+    assert "stopped cleanly" in output
+
+    settings = load_settings(
+        topic_prefix=f"run-{tag}-", readings_topic=f"run-{tag}-readings", app_id=f"run-{tag}"
+    )
+    enriched = await read_all(settings, settings.topic("sensor-rooms"), min_records=1)
+    rooms = {orjson.loads(r.value)["room"] for r in enriched}
+    assert rooms
+    assert rooms <= {f"room_{n}" for n in range(8)}  # sensor_1..10 all have a room
+    windows = await rows_of(postgres_dsn, schema, "sensor_window_averages")
+    latest = await rows_of(postgres_dsn, schema, "sensor_latest")
+    assert len(windows) > 10
+    assert 0 < len(latest) <= 10

@@ -1,0 +1,132 @@
+"""sensor_rooms against the real room lookup service and the real broker: order,
+timeout fallback, and the capacity the service sees."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from agents.sensor_rooms import UNKNOWN_ROOM
+from service.settings import Settings
+from service.simulator.rooms import room_of
+from service.worker import Worker
+from tests.support.kafka import create_topics, produce, read_all, unique_settings
+from tests.support.rooms import RoomService
+
+pytestmark = pytest.mark.integration
+
+SENSORS = [f"sensor_{n}" for n in range(1, 31)]  # sensor_13 and sensor_26 have no room
+
+
+def readings(count: int) -> list[tuple[bytes, bytes]]:
+    rows = []
+    for i in range(count):
+        sensor = SENSORS[i % len(SENSORS)]
+        body = {"sensor_id": sensor, "timestamp_ms": 1_000_000 + i * 10, "temperature": 20.0}
+        rows.append((sensor.encode(), orjson.dumps(body)))
+    return rows
+
+
+def identity(value: bytes) -> tuple[str, int]:
+    body = orjson.loads(value)
+    return body["sensor_id"], body["timestamp_ms"]
+
+
+async def enrich(settings: Settings, rows: list[tuple[bytes, bytes]]) -> list[Any]:
+    """Run one worker over ``rows``; the enriched records, read_committed."""
+    await create_topics(settings)
+    worker = Worker(settings)
+    await worker.start()
+    try:
+        await produce(settings, settings.readings_topic, rows)
+        return await read_all(
+            settings, settings.topic("sensor-rooms"), min_records=len(rows), timeout_s=120
+        )
+    finally:
+        await worker.stop()
+
+
+@pytest.fixture
+def jittery(tmp_path: Path) -> Iterator[RoomService]:
+    service = RoomService(tmp_path / "rooms.log", latency_ms=2, jitter_ms=30)
+    yield service
+    service.stop()
+
+
+def per_partition(records: list[Any]) -> dict[int, list[tuple[str, int]]]:
+    found: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    for record in records:
+        found[record.partition].append(identity(record.value))
+    return found
+
+
+async def input_order(settings: Settings) -> dict[int, list[tuple[str, int]]]:
+    return per_partition(await read_all(settings, settings.readings_topic))
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_each_reading_gets_its_room_in_order_or_as_lookups_finish(
+    tmp_path: Path, jittery: RoomService, ordered: bool
+) -> None:
+    settings = unique_settings(
+        tmp_path,
+        pipelines=("sensor_rooms",),
+        room_service_url=jittery.url,
+        lookup_capacity=20,
+        lookup_ordered=ordered,
+    )
+    rows = readings(900)
+    out = await enrich(settings, rows)
+
+    rooms = {identity(r.value): orjson.loads(r.value)["room"] for r in out}
+    assert len(out) == len(rooms) == len(rows)  # each reading once
+    for (sensor, _), room in rooms.items():
+        assert room == (room_of(sensor) or UNKNOWN_ROOM)
+    assert set(rooms.values()) >= {UNKNOWN_ROOM, "room_0", "room_7"}
+    # Keyed by sensor, an enriched reading lands in its reading's partition number.
+    got, sent = per_partition(out), await input_order(settings)
+    assert {p: sorted(v) for p, v in got.items()} == {p: sorted(v) for p, v in sent.items()}
+    if ordered:
+        assert got == sent
+    else:  # 0-30 ms of jitter per lookup, 20 in flight: finishing order differs
+        assert got != sent
+
+
+async def test_a_lookup_slower_than_the_timeout_gives_unknown_room(tmp_path: Path) -> None:
+    service = RoomService(tmp_path / "rooms.log", latency_ms=3_000)
+    try:
+        settings = unique_settings(
+            tmp_path,
+            pipelines=("sensor_rooms",),
+            room_service_url=service.url,
+            lookup_timeout_ms=300,
+            lookup_capacity=50,
+        )
+        out = await enrich(settings, readings(60))
+    finally:
+        service.stop()
+    assert [orjson.loads(r.value)["room"] for r in out] == [UNKNOWN_ROOM] * 60
+
+
+async def test_never_more_lookups_in_flight_than_the_capacity(tmp_path: Path) -> None:
+    service = RoomService(tmp_path / "rooms.log", latency_ms=40)
+    try:
+        settings = unique_settings(
+            tmp_path,
+            pipelines=("sensor_rooms",),
+            room_service_url=service.url,
+            lookup_capacity=5,
+            partitions=1,
+        )
+        out = await enrich(settings, readings(300))
+        stats = service.stats()
+    finally:
+        service.stop()
+    assert len(out) == 300
+    assert stats["requests"] == 300
+    assert stats["in_flight_max"] == 5  # the capacity is used, and never exceeded

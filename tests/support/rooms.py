@@ -1,0 +1,45 @@
+"""The room lookup service as a process (``python -m service rooms``), for tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.processes import free_port
+
+
+class RoomService:
+    def __init__(self, log_path: Path, *, latency_ms: int, jitter_ms: int = 0) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._log = log_path.open("ab")
+        args = ["--port", str(self.port), "--latency-ms", str(latency_ms)]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "service", "rooms", *args, "--jitter-ms", str(jitter_ms)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"room service exited: {log_path.read_text()[-2_000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise AssertionError("room service not up after 60 s")
+
+    def stats(self) -> dict[str, Any]:
+        body: dict[str, Any] = httpx.get(f"{self.url}/stats", timeout=5).json()
+        return body
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+        self._log.close()

@@ -325,4 +325,6 @@ def run_cli(args: argparse.Namespace) -> int:
     settings = load_settings()
     logging.getLogger().setLevel(settings.log_level)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    # httpx logs every request at INFO: one line per lookup of sensor_rooms.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return asyncio.run(serve(settings))

@@ -55,13 +55,26 @@ class WindowAverage(BaseModel):
 def build(settings: Settings) -> PostgresSink:
     if settings.postgres_dsn is None:  # the settings refuse this; kept for the type checker
         raise ValueError("postgres_sink needs EDDY_POSTGRES_DSN")
+    return sensor_sink(
+        settings.postgres_dsn.get_secret_value(),
+        settings.postgres_schema,
+        source=settings.averages_topic,
+        max_batch_rows=settings.sink_max_batch_rows,
+    )
+
+
+def sensor_sink(
+    dsn: str, schema: str, *, source: str = "sensor-averages", max_batch_rows: int = 5_000
+) -> PostgresSink:
+    """The sink of window averages into ``schema`` (also what the tests and the
+    benchmark write through)."""
     return PostgresSink(
         name=NAME,
-        source=settings.averages_topic,
+        source=source,
         value_type=WindowAverage,
         tables=TABLES,
-        dsn=settings.postgres_dsn.get_secret_value(),
-        schema=settings.postgres_schema,
+        dsn=dsn,
+        schema=schema,
         migrations=SENSOR_SINK,
-        max_batch_rows=settings.sink_max_batch_rows,
+        max_batch_rows=max_batch_rows,
     )

@@ -19,11 +19,11 @@ from typing import Any
 
 import asyncpg
 
-from agents.postgres_sink import TABLES, WindowAverage
+from agents.postgres_sink import WindowAverage, sensor_sink
 from bench.machine import write_result
 from service import postgres
 from service.pipeline.pgsink import PostgresSink
-from service.postgres.migrations import SENSOR_SINK, quote
+from service.postgres.migrations import quote
 
 SCHEMA = "bench_pgsink"
 WINDOW_MS = 5_000
@@ -69,16 +69,7 @@ async def measure(
     dsn: str, rows: int, sensors: int, batch_rows: int, partitions: int
 ) -> dict[str, Any]:
     values = results(rows, sensors)
-    sink = PostgresSink(
-        name="bench",
-        source="-",
-        value_type=WindowAverage,
-        tables=TABLES,
-        dsn=dsn,
-        schema=SCHEMA,
-        migrations=SENSOR_SINK,
-        max_batch_rows=batch_rows,
-    )
+    sink = sensor_sink(dsn, SCHEMA, max_batch_rows=batch_rows)
     connection = await asyncpg.connect(dsn)
     try:
         await connection.execute(f"DROP SCHEMA IF EXISTS {quote(SCHEMA)} CASCADE")

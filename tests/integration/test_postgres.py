@@ -13,7 +13,7 @@ import asyncpg
 import orjson
 import pytest
 
-from agents.postgres_sink import TABLES, WindowAverage
+from agents.postgres_sink import TABLES, WindowAverage, sensor_sink
 from service.pipeline.pgsink import PostgresSink, SinkLogic
 from service.postgres.migrations import SENSOR_SINK, migrate, quote
 from tests.support.fakes import CollectingOutput, FakeRecord
@@ -28,16 +28,7 @@ def kafka_broker() -> None:
 
 
 def sink(dsn: str, schema: str, max_batch_rows: int = 5_000) -> PostgresSink:
-    return PostgresSink(
-        name="postgres_sink",
-        source="averages",
-        value_type=WindowAverage,
-        tables=TABLES,
-        dsn=dsn,
-        schema=schema,
-        migrations=SENSOR_SINK,
-        max_batch_rows=max_batch_rows,
-    )
+    return sensor_sink(dsn, schema, max_batch_rows=max_batch_rows)
 
 
 def results(seed: int) -> list[WindowAverage]:

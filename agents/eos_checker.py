@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from service.eventtime.process import Context
 from service.pipeline.keyed import Input, KeyedProcess
 from service.settings import Settings
+from tables.schema import StateSchema
 
 NAME = "eos_checker"
 
@@ -59,4 +60,10 @@ def topics(settings: Settings) -> dict[str, str]:
 def build(settings: Settings) -> KeyedProcess:
     names = topics(settings)
     source = Input(names.pop("input"), CheckerRecord, key=lambda r: r.key)
-    return KeyedProcess(name=NAME, inputs=[source], function=Checker(), outputs=names)
+    return KeyedProcess(
+        name=NAME,
+        inputs=[source],
+        function=Checker(),
+        outputs=names,
+        states={"agg": StateSchema()},
+    )

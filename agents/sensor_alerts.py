@@ -23,12 +23,20 @@ from service.eventtime.process import BroadcastContext, Context
 from service.pipeline.keyed import Input, KeyedProcess
 from service.records import SensorReading, ThresholdUpdate
 from service.settings import Settings
+from tables.schema import StateSchema
 
 NAME = "sensor_alerts"
 FREEZING_F = 32.0
 RISE_MS = 1_000
 CLEAN_AFTER_MS = 3_600_000
 RECENT = 20
+
+
+# Found by name when resuming from a savepoint (docs/savepoints.md).
+STATES = {
+    name: StateSchema()
+    for name in ("last_temp", "rise_timer", "clean_timer", "recent", "broadcast.thresholds")
+}
 
 
 class SensorAlerts:
@@ -122,6 +130,7 @@ def build(settings: Settings) -> KeyedProcess:
             )
         ],
         function=SensorAlerts(),
+        states=STATES,
         # Freezing alarms are a side output; here they share the alerts topic.
         outputs={"main": alerts, "freezing": alerts},
         watermark=BoundedOutOfOrderness(bound_ms=settings.watermark_bound_ms),

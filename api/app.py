@@ -10,7 +10,18 @@ from fastapi import Depends, FastAPI, Request, Response
 from api import errors, forward
 from api.auth import require_token
 from api.backend import Backend
-from api.routes import dashboard, health, metrics, pipelines, sensors, snapshots, state, tables
+from api.routes import (
+    dashboard,
+    health,
+    jobs,
+    metrics,
+    pipelines,
+    savepoints,
+    sensors,
+    snapshots,
+    state,
+    tables,
+)
 
 # (route template, method, status, seconds): the worker records it in Prometheus.
 Observe = Callable[[str, str, int, float], None]
@@ -33,8 +44,9 @@ def create_app(
     app.include_router(health.router)
     app.include_router(dashboard.router)
     guarded = [Depends(require_token)]
-    for module in (metrics, sensors, state, tables, pipelines, snapshots):
+    for module in (metrics, sensors, state, tables, pipelines, snapshots, savepoints):
         app.include_router(module.router, dependencies=guarded)
+    app.include_router(jobs.router, dependencies=guarded)
     if observe is not None:
         _time_requests(app, observe)
     return app

@@ -81,6 +81,12 @@ def _run(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from service.status import run_cli
+
+    return run_cli(args)
+
+
 def _chaos(args: argparse.Namespace) -> int:
     from service.chaos.cli import run_cli
 
@@ -91,6 +97,18 @@ def _snapshot(args: argparse.Namespace) -> int:
     from service.snapshot.cli import run_cli
 
     return run_cli(args)
+
+
+def _savepoint(args: argparse.Namespace) -> int:
+    from service.savepoint.cli import run_savepoint
+
+    return run_savepoint(args)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from service.savepoint.cli import run_stop
+
+    return run_stop(args)
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -127,6 +145,18 @@ def build_parser() -> argparse.ArgumentParser:
     topics.set_defaults(handler=_topics)
 
     worker = commands.add_parser("worker", help="run one worker: agents + REST API")
+    worker.add_argument(
+        "--from-savepoint",
+        default=None,
+        metavar="ID",
+        help="first restore state and offsets from this savepoint (id, or <app>/<id>); "
+        "once: a restarted worker goes on from its own commits",
+    )
+    worker.add_argument(
+        "--allow-non-restored-state",
+        action="store_true",
+        help="with --from-savepoint: drop saved state the code no longer declares",
+    )
     worker.set_defaults(handler=_worker)
 
     simulate = commands.add_parser(
@@ -232,12 +262,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rate", type=float, default=100.0, help="simulated readings per second")
     run.set_defaults(handler=_run)
 
+    status = commands.add_parser(
+        "status", help="pipelines, partitions, owners, lag, watermarks, commits (GET /jobs)"
+    )
+    status.add_argument("--url", default=None, help="a worker's API (default: EDDY_API_*)")
+    status.add_argument("--json", action="store_true", help="print the JSON of GET /jobs")
+    status.set_defaults(handler=_status)
+
     snapshot = commands.add_parser(
         "snapshot", help="snapshot the running app's state to Parquet (docs/snapshots.md)"
     )
     snapshot.add_argument("--url", default=None, help="a worker's API (default: EDDY_API_*)")
     snapshot.add_argument("--list", action="store_true", help="list the complete snapshots")
     snapshot.set_defaults(handler=_snapshot)
+
+    from service.savepoint.args import add_arguments as savepoint_arguments
+
+    savepoint_arguments(commands)
+    commands.choices["savepoint"].set_defaults(handler=_savepoint)
+    commands.choices["stop"].set_defaults(handler=_stop)
 
     from service.chaos.cli import add_arguments  # argparse only: --help stays fast
 

@@ -57,6 +57,16 @@ class Metrics:
             registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
+        # service/runtime/latency.py says what a marker measures and how it differs
+        # from Flink's; 10 ms (a fast commit) to 60 s (a stalled transaction).
+        self.latency_markers = Histogram(
+            "eddy_latency_marker_seconds",
+            "Time from fetching a batch of a source partition to the commit that makes "
+            "its outputs visible (latency markers).",
+            ["pipeline", "source", "partition"],
+            registry=r,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )
         self.watermark_ms = Gauge(
             "eddy_watermark_ms",
             "Event-time watermark per input partition (epoch ms).",

@@ -78,6 +78,14 @@ class Settings(BaseSettings):
     commit_interval_ms: int = Field(
         100, ge=10, le=60_000, description="How often offsets, outputs and state commit."
     )
+    latency_marker_interval_ms: int = Field(
+        1_000,
+        ge=0,
+        le=3_600_000,
+        description="How often each input partition's fetched batch is marked and timed "
+        "until the commit that makes its outputs visible (eddy_latency_marker_seconds); "
+        "0 = off.",
+    )
     restart_strategy: RestartStrategy = Field(
         RestartStrategy.FIXED_DELAY,
         description="When pipeline code raises on a record: fixed_delay (reopen the partition "
@@ -245,6 +253,12 @@ class Settings(BaseSettings):
         min_length=1,
         description="Where state snapshots are published (Parquet + manifest): a local "
         "path or an S3-compatible URI such as s3://bucket/prefix (docs/snapshots.md).",
+    )
+    savepoint_root: str = Field(
+        ".eddy/savepoints",
+        min_length=1,
+        description="Where savepoints are written (never deleted automatically): a local "
+        "path or an S3-compatible URI such as s3://bucket/prefix (docs/savepoints.md).",
     )
     snapshot_interval_ms: int = Field(
         0,

@@ -20,11 +20,13 @@ from api.app import create_app
 from service import queries
 from service.errors import ConfigError, EddyError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
+from service.jobs import JobsView, Scope
 from service.metrics import Metrics
 from service.pipeline.base import Pipeline
 from service.pipeline.copartition import co_partition
 from service.queries import StateValue, UnknownKeyError, WindowPage, window_results
 from service.runtime.engine import PipelineRuntime
+from service.savepoint.stop import AppStopper, Phase
 from service.settings import Settings, load_settings
 from service.snapshot.take import Snapshotter
 from service.topics import TopicSpec, ensure_topics
@@ -66,7 +68,12 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.snapshots = Snapshotter(settings, lambda: self.runtimes, self.clock)
+        self.savepoints = Snapshotter(settings, lambda: self.runtimes, self.clock, kind="savepoint")
+        self._stopper = AppStopper(
+            settings, lambda: self.runtimes, self.savepoints, self.request_stop
+        )
         self._periodic: asyncio.Task[None] | None = None
+        self._jobs = JobsView(settings, lambda: self.runtimes, self.clock, lambda: self.endpoint)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -237,6 +244,18 @@ class Worker:
         """Snapshot this worker's partitions (and, with ``fan_out``, every peer's)."""
         return await self.snapshots.take_everywhere(snapshot_id, fan_out)
 
+    async def take_savepoint(self, savepoint_id: str | None, fan_out: bool) -> dict[str, Any]:
+        """A savepoint of every worker's partitions (docs/savepoints.md)."""
+        return await self.savepoints.take_everywhere(savepoint_id, fan_out)
+
+    async def stop_app(self, savepoint: bool, phase: Phase) -> dict[str, Any]:
+        """Stop every worker of the app, after a final savepoint if asked."""
+        return await self._stopper.stop(savepoint=savepoint, phase=phase)
+
+    async def jobs(self, scope: Scope) -> dict[str, Any]:
+        """The operations view: this worker's partitions, or (``all``) every worker's."""
+        return await self._jobs.answer(scope)
+
     def metrics_text(self) -> tuple[bytes, str]:
         return generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST
 
@@ -327,4 +346,15 @@ def run_cli(args: argparse.Namespace) -> int:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     # httpx logs every request at INFO: one line per lookup of sensor_rooms.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if getattr(args, "from_savepoint", None):
+        from service.savepoint.cli import describe_report, restore_from
+
+        report = restore_from(
+            settings, args.from_savepoint, allow=args.allow_non_restored_state, once=True
+        )
+        log.info("%s", describe_report(report))
+    else:
+        from service.savepoint.catalog import check_not_stopped
+
+        check_not_stopped(settings)
     return asyncio.run(serve(settings))

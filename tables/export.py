@@ -143,6 +143,27 @@ def read_checkpoint(
         db.close()
 
 
+def raw_value(table: str, value: str | None) -> bytes:
+    """The stored bytes of an exported row's ``value``: the inverse of the export,
+    so a savepoint made of these files restores byte for byte."""
+    decode = decoder_for(table)
+    if decode is _timer:
+        return b""  # timers keep everything in the key (tables.codecs.encode_empty)
+    if value is None:
+        raise ValueError(f"a row of table {table!r} has no value")
+    if decode is _opaque:
+        return base64.b64decode(orjson.loads(value)["base64"])
+    return value.encode()
+
+
+def keyed_by_record_key(table: str) -> bool:
+    """Whether a table's ``key`` column is the record key (so rows can move to the
+    partition of their key). ``meta``, broadcast state (a copy in every partition)
+    and unknown tables belong to their partition."""
+    per_partition = table == "meta" or table.startswith("state.broadcast.")
+    return decoder_for(table) is not _opaque and not per_partition
+
+
 def value_of(row: dict[str, Any]) -> Any:
     """A row's value, decoded (for readers that want Python objects)."""
     text = row.get("value")

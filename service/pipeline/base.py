@@ -8,9 +8,10 @@ input offsets and its state changes in one Kafka transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
 Headers = Sequence[tuple[str, bytes]]
@@ -126,6 +127,12 @@ class Pipeline(Protocol):
     @property
     def output_topics(self) -> Sequence[str]:
         """Topics the pipeline writes to (created at start if missing)."""
+        ...
+
+    @property
+    def state_schemas(self) -> Mapping[str, StateSchema]:
+        """The tables the pipeline keeps, by stable name, with their value versions
+        (a savepoint's state is found by these names; docs/savepoints.md)."""
         ...
 
     def create_logic(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from service.eventtime.async_wait import AsyncWaitQueue, Result, Watermark
 from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
 from service.pipeline.base import InputRecord, Output
 from service.pipeline.keyed import META, Input, decode_input
+from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
 Lookup = Callable[[dict[str, Any]], Awaitable[Any | None]]
@@ -51,6 +52,10 @@ class AsyncEnrichment:
     ordered: bool = True
     # How often (processing time) the watermark enters the result queue as a barrier.
     watermark_interval_ms: int = 200
+
+    @property
+    def state_schemas(self) -> Mapping[str, StateSchema]:
+        return {META.name: StateSchema()}  # the watermark
 
     @property
     def sources(self) -> Sequence[str]:

@@ -25,12 +25,16 @@ from service.pipeline.markers import marker_of
 from service.records import DecodeError, decode_model
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
 from tables.keyed import StoredStateBackend, state_table
+from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
 from tables.windows import StoredTimers, timer_table
 
 EVENT_TIMERS = timer_table("ptimers")
 PROCESSING_TIMERS = timer_table("ptimers.processing")
 META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
+
+# In state_schemas: every ``state.*`` table is accepted (the states are not declared).
+ANY_STATE = "state.*"
 
 __all__ = ["Input", "KeyedProcess", "state_table"]
 
@@ -57,6 +61,10 @@ class KeyedProcess:
     outputs: Mapping[str, str]
     watermark: WatermarkStrategy | None = None
     broadcast: Input | None = None
+    # The keyed states the function uses (``ctx.state.value(name)``; broadcast
+    # state as ``broadcast.<name>``) and their value versions, found by name when
+    # resuming from a savepoint. None: any state, at version 1 (no evolution checks).
+    states: Mapping[str, StateSchema] | None = None
     _by_topic: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -67,6 +75,13 @@ class KeyedProcess:
     @property
     def sources(self) -> Sequence[str]:
         return tuple(i.topic for i in self.inputs)
+
+    @property
+    def state_schemas(self) -> Mapping[str, StateSchema]:
+        tables = {t.name: StateSchema() for t in (EVENT_TIMERS, PROCESSING_TIMERS, META)}
+        if self.states is None:
+            return {**tables, ANY_STATE: StateSchema()}
+        return {**tables, **{state_table(n).name: s for n, s in self.states.items()}}
 
     @property
     def output_topics(self) -> Sequence[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from service.pipeline.base import InputRecord, Output
 from service.pipeline.markers import marker_of
 from service.postgres.migrations import Migration, migrate, quote
 from service.records import DecodeError, decode_model
+from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,10 @@ class PostgresSink:
     migrations: Sequence[Migration]
     max_batch_rows: int = 5_000
     _shared: _Shared = field(default_factory=_Shared, init=False, repr=False, compare=False)
+
+    @property
+    def state_schemas(self) -> Mapping[str, StateSchema]:
+        return {}  # no state: the database is the state
 
     @property
     def sources(self) -> Sequence[str]:

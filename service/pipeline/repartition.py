@@ -13,7 +13,7 @@ upstream tasks (minus idle ones), as Flink does across a shuffle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from service.pipeline.base import InputRecord, Output
 from service.pipeline.keyed import META, Input
 from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK
 from service.records import DecodeError, decode_model
+from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
 
@@ -35,6 +36,10 @@ class Repartition:
     target: str
     watermark: WatermarkStrategy
     marker_every_ms: int = 200
+
+    @property
+    def state_schemas(self) -> Mapping[str, StateSchema]:
+        return {META.name: StateSchema()}  # the watermark
 
     @property
     def sources(self) -> Sequence[str]:

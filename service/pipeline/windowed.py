@@ -9,7 +9,7 @@ failure judges lateness exactly as the first run did.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from service.pipeline.keyed import Input
 from service.pipeline.markers import marker_of
 from service.records import DecodeError, decode_model
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
 from tables.windows import (
     StoredTimers,
@@ -41,6 +42,18 @@ EVENT_TIMERS = timer_table("timers")
 PROCESSING_TIMERS = timer_table("timers.processing")
 RESULT_EXPIRY = timer_table("results.expiry")
 META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
+# Every table a window pipeline keeps (its states, for savepoints), all at version 1.
+WINDOW_STATES: Mapping[str, StateSchema] = {
+    name: StateSchema()
+    for name in (
+        *(t.name for t in (RESULTS, RESULTS_BY_WINDOW, EVENT_TIMERS, PROCESSING_TIMERS)),
+        RESULT_EXPIRY.name,
+        META.name,
+        "windows",
+        "sessions",
+        "keystate",
+    )
+}
 EXPIRE = "results.expire"
 
 
@@ -91,6 +104,10 @@ class WindowedAggregation:
     formatter: Callable[[WindowResult], dict[str, Any]] | None = None
 
     @property
+    def state_schemas(self) -> Mapping[str, StateSchema]:
+        return WINDOW_STATES
+
+    @property
     def sources(self) -> Sequence[str]:
         return (self.source,)
 
@@ -132,6 +149,10 @@ class WindowJoin:
     key_field: str = "key"
     results_retention_ms: int = 86_400_000
     late_output: str | None = None
+
+    @property
+    def state_schemas(self) -> Mapping[str, StateSchema]:
+        return WINDOW_STATES
 
     @property
     def sources(self) -> Sequence[str]:

@@ -31,7 +31,9 @@ from service.pipeline.base import BroadcastLogic, InputRecord, Pipeline
 from service.runtime.assignor import EddyAssignor
 from service.runtime.broadcast import BroadcastInput
 from service.runtime.gauges import StateGauges
+from service.runtime.latency import LatencyMarkers
 from service.runtime.output import TaskOutput
+from service.runtime.progress import InputProgress, input_progress
 from service.runtime.restarts import RecordFailedError, RestartPolicy
 from service.runtime.restore import restore_partition
 from service.runtime.standby import StandbyReplicas
@@ -85,11 +87,16 @@ class PipelineRuntime:
         self._retries: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
         self._stopping = False
+        self._held = False
         self._last_commit = time.monotonic()
         self._consumer: AIOKafkaConsumer | None = None
         self._shared_producer: AIOKafkaProducer | None = None
         self._broadcast: BroadcastInput | None = None
         self._topic_counts: dict[str, int] = {}
+        self.markers = LatencyMarkers(settings.latency_marker_interval_ms)
+        # Wall-clock ms of each partition's last checkpoint here (GET /jobs).
+        self.last_commit_ms: dict[int, int] = {}
+        self._in_hand = False  # fetched records not processed yet (see progress.py)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -137,8 +144,13 @@ class PipelineRuntime:
         while not self._stopping:
             if self.failed is not None:
                 raise self.failed
+            if self._held:
+                await asyncio.sleep(0.05)  # still in the group: heartbeats go on
+                continue
             generation = self._generation
             batch = await consumer.getmany(timeout_ms=100, max_records=10_000)
+            fetched_ms = self.clock.now_ms()
+            self._in_hand = bool(batch)
             async with self._lock:
                 if self._stopping:
                     break
@@ -146,15 +158,19 @@ class PipelineRuntime:
                     # The assignment changed while fetching: these records may predate
                     # the new positions. Drop them and fetch again from the tasks'.
                     self._reseek()
+                    self._in_hand = False
                     continue
-                await self._handle(batch)
+                await self._handle(batch, fetched_ms)
+                self._in_hand = False
                 await self.standby.poll()
                 if time.monotonic() - self._last_commit >= interval_s:
                     await self._commit_all()
                 if self._retry_at:
                     await self._retry_due()
 
-    async def _handle(self, batch: Mapping[TopicPartition, Sequence[InputRecord]]) -> None:
+    async def _handle(
+        self, batch: Mapping[TopicPartition, Sequence[InputRecord]], fetched_ms: int | None = None
+    ) -> None:
         # Processing time first: records handled now must see the current clock
         # (a timer "in 10 s" is 10 s from now, not from the last tick).
         now_ms = self.clock.now_ms()
@@ -192,6 +208,7 @@ class PipelineRuntime:
                 await self._reopen(owner.partition)
                 continue
             self.metrics.records_in.labels(self.name).inc(processed)
+            self.markers.note(tp, now_ms if fetched_ms is None else fetched_ms)
             self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
             # Sends rarely suspend: without this, REST queries (served by this event
             # loop) would wait for every partition's batch, not just the current one.
@@ -219,12 +236,24 @@ class PipelineRuntime:
                 await self._broadcast.stop()
             self.stores.close_all()
 
+    def hold(self, held: bool) -> None:
+        """Stop (or resume) processing without leaving the group: what
+        ``stop --savepoint`` does first, so the savepoint is the final state."""
+        self._held = held
+
     @property
     def ready(self) -> bool:
         return self.assigned_once and not self.restoring and self.failed is None
 
     def watermarks(self) -> dict[int, int]:
         return {p: t.logic.watermark_ms for p, t in sorted(self.tasks.items())}
+
+    async def inputs(self, partition: int) -> list[InputProgress]:
+        """Committed and end offsets and lag of each source of ``partition`` here."""
+        task = self.tasks.get(partition)
+        if task is None or self._consumer is None:
+            return []
+        return await input_progress(self._consumer, task, self._in_hand)
 
     def committed_offsets(self, partition: int) -> dict[str, int]:
         task = self.tasks.get(partition)
@@ -291,7 +320,7 @@ class PipelineRuntime:
             if reopen_failed:
                 await self._reopen(task.partition)
             return
-        task.finish_commit()
+        self._finish_commit(task)
         self.metrics.commits.labels(self.name).inc()
 
     async def _commit_at_least_once(self, tasks: list[Task], reopen_failed: bool) -> None:
@@ -309,8 +338,16 @@ class PipelineRuntime:
                     await self._reopen(task.partition)
             return
         for task in tasks:
-            task.finish_commit()
+            self._finish_commit(task)
         self.metrics.commits.labels(self.name).inc(len(tasks))
+
+    def _finish_commit(self, task: Task) -> None:
+        """The local write; the checkpoint's outputs are visible now: observe markers."""
+        task.finish_commit()
+        now_ms = self.clock.now_ms()
+        self.last_commit_ms[task.partition] = now_ms
+        for (topic, partition), seconds in self.markers.observe(task.partition, now_ms):
+            self.metrics.latency_markers.labels(self.name, topic, str(partition)).observe(seconds)
 
     # -- partitions --------------------------------------------------------------
 
@@ -457,6 +494,7 @@ class PipelineRuntime:
 
     async def _close_tasks(self, partitions: list[int]) -> None:
         for partition in partitions:
+            self.markers.drop(partition)
             task = self.tasks.pop(partition, None)
             if task is None:
                 continue

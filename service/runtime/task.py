@@ -67,6 +67,8 @@ class Task:
         self._in_transaction = False
         self._prepared: list[tuple[bytes, bytes | None]] = []
         self._changelog_offset: int | None = None
+        # Since the task opened (GET /jobs); records_out counts what was sent.
+        self.records_in = 0
         self.records_out = 0
 
     @property
@@ -98,6 +100,7 @@ class Task:
             processed += 1
         if records:
             self.next_offsets[tp] = max(expected, records[-1].offset + 1)
+        self.records_in += processed
         await self._send(self.output.take())
         return processed
 

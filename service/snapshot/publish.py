@@ -34,6 +34,10 @@ class PartitionCut:
     taken_ms: int
     # Partitions of this pipeline: a snapshot is complete when it has all of them.
     partition_count: int
+    # Savepoints: each table's schema version, and the input's end offsets at the
+    # cut (a savepoint with input left unprocessed cannot move to more partitions).
+    table_versions: dict[str, int] = field(default_factory=dict)
+    end_offsets: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -92,15 +96,19 @@ def export_partition(
         "changelog_offset": cut.changelog_offset,
         "rows": sum(t["rows"] for t in tables.values()),
         "tables": tables,
+        "table_versions": {t: cut.table_versions.get(t, 1) for t in tables},
+        "end_offsets": cut.end_offsets,
     }
     root.write_json(f"{base}/{PARTS}/{cut.pipeline}-{cut.partition}.json", part)
     return part
 
 
 def complete(
-    root: SnapshotRoot, app_id: str, snapshot_id: str, retain: int
+    root: SnapshotRoot, app_id: str, snapshot_id: str, retain: int | None, kind: str = "snapshot"
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Publish the manifest if every partition of every pipeline has its part.
+
+    ``retain``: how many complete ones to keep (None: all, as for savepoints).
 
     Returns:
         The manifest (None while incomplete) and the missing ``pipeline-partition``
@@ -127,6 +135,7 @@ def complete(
     parts.sort(key=lambda p: (p["pipeline"], p["partition"]))
     manifest = {
         "snapshot_id": snapshot_id,
+        "kind": kind,
         "app_id": app_id,
         "schema_version": SCHEMA_VERSION,
         "created_ms": time_of(snapshot_id),
@@ -137,8 +146,9 @@ def complete(
         "parts": parts,
     }
     root.write_json(f"{base}/{MANIFEST}", manifest)
-    log.info("snapshot %s of %s complete: %d rows", snapshot_id, app_id, manifest["rows"])
-    prune(root, app_id, retain)
+    log.info("%s %s of %s complete: %d rows", kind, snapshot_id, app_id, manifest["rows"])
+    if retain is not None:
+        prune(root, app_id, retain)
     return manifest, []
 
 

@@ -19,13 +19,14 @@ import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from service.eventtime import MIN_WATERMARK, Clock
 from service.runtime.engine import PipelineRuntime
 from service.runtime.task import Task
+from service.savepoint.plan import schema_for
 from service.settings import Settings
 from service.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
 from service.snapshot.publish import PartitionCut, Published, complete, export_partition
@@ -41,13 +42,22 @@ class Snapshotter:
         settings: Settings,
         runtimes: Callable[[], Mapping[str, PipelineRuntime]],
         clock: Clock,
+        *,
+        kind: Literal["snapshot", "savepoint"] = "snapshot",
     ) -> None:
         self.settings = settings
-        self.root = SnapshotRoot.open(settings.snapshot_root)
+        self.kind = kind
+        savepoint = kind == "savepoint"
+        self.root = SnapshotRoot.open(
+            settings.savepoint_root if savepoint else settings.snapshot_root
+        )
+        # Savepoints are the operator's to delete (docs/savepoints.md), never pruned.
+        self._retain = None if savepoint else settings.snapshot_retain
+        self._route = f"/{kind}s"
         self._runtimes = runtimes
         self._clock = clock
         self._lock = asyncio.Lock()
-        self._scratch = Path(settings.state_dir) / settings.app_id / ".snapshots"
+        self._scratch = Path(settings.state_dir) / settings.app_id / f".{kind}s"
 
     async def take(self, snapshot_id: str | None = None) -> Published:
         """Cut every partition this worker owns at a commit boundary, export the cut
@@ -59,7 +69,10 @@ class Snapshotter:
             try:
                 cuts: list[PartitionCut] = []
                 for runtime in self._runtimes().values():
-                    cuts += await runtime.at_commit_boundary(partial(self._cut, runtime, scratch))
+                    taken = await runtime.at_commit_boundary(partial(self._cut, runtime, scratch))
+                    for cut in taken:
+                        cut.end_offsets.update(await _ends(runtime, cut))
+                    cuts += taken
                 return await asyncio.to_thread(self._publish, snapshot_id, cuts)
             finally:
                 await asyncio.to_thread(shutil.rmtree, scratch, True)
@@ -70,10 +83,16 @@ class Snapshotter:
         # Under the runtime's lock, right after its commit: keep this short (a
         # checkpoint is hard links and a memtable flush); the export comes later.
         cuts = []
+        schemas = runtime.pipeline.state_schemas
         for partition, task in sorted(tasks.items()):
             path = scratch / runtime.name / str(partition)
             task.store.checkpoint(path)
             watermark = task.logic.watermark_ms
+            versions = {
+                table: schema.version
+                for table in task.store.table_names()
+                if (schema := schema_for(schemas, table)) is not None
+            }
             cuts.append(
                 PartitionCut(
                     pipeline=runtime.name,
@@ -84,6 +103,7 @@ class Snapshotter:
                     changelog_offset=task.store.changelog_offset(),
                     taken_ms=self._clock.now_ms(),
                     partition_count=runtime.partition_count,
+                    table_versions=versions,
                 )
             )
         return cuts
@@ -96,28 +116,29 @@ class Snapshotter:
             published.parts.append(export_partition(self.root, app, snapshot_id, worker, cut))
         rows = sum(p["rows"] for p in published.parts)
         log.info(
-            "snapshot %s: exported %d partitions, %d rows in %.2fs",
+            "%s %s: exported %d partitions, %d rows in %.2fs",
+            self.kind,
             snapshot_id,
             len(cuts),
             rows,
             time.perf_counter() - started,
         )
         published.manifest, published.missing = complete(
-            self.root, app, snapshot_id, self.settings.snapshot_retain
+            self.root, app, snapshot_id, self._retain, self.kind
         )
         return published
 
     async def take_everywhere(self, snapshot_id: str | None, fan_out: bool) -> dict[str, Any]:
         """This worker's part and, with ``fan_out``, every peer's, under one id."""
         snapshot_id = check_id(snapshot_id or snapshot_id_at(self._clock.now_ms()))
-        peers = sorted(self._peers()) if fan_out else []
+        peers = sorted(self.peers()) if fan_out else []
         results = await asyncio.gather(
             self._answer(self.take(snapshot_id)),
             *(self._ask(peer, snapshot_id) for peer in peers),
         )
         # Another worker may have finished last and published; look again.
         manifest, missing = await asyncio.to_thread(
-            complete, self.root, self.settings.app_id, snapshot_id, self.settings.snapshot_retain
+            complete, self.root, self.settings.app_id, snapshot_id, self._retain, self.kind
         )
         return {
             "snapshot_id": snapshot_id,
@@ -138,7 +159,8 @@ class Snapshotter:
             ],
         }
 
-    def _peers(self) -> set[str]:
+    def peers(self) -> set[str]:
+        """REST endpoints of the app's other workers, as of the last rebalance."""
         me = next(iter(self._runtimes().values()), None)
         endpoints = {
             owner
@@ -151,17 +173,14 @@ class Snapshotter:
     async def _ask(self, peer: str, snapshot_id: str) -> dict[str, Any]:
         body = {"snapshot_id": snapshot_id, "fan_out": False}
         timeout_s = self.settings.snapshot_timeout_ms / 1000
-        token = self.settings.api_token  # workers of one app share it
-        headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
         try:
-            async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as client:
-                response = await client.post(f"{peer}/snapshots", json=body)
-            response.raise_for_status()
-            answer: dict[str, Any] = response.json()["workers"][0]
+            answer: dict[str, Any] = (
+                await post_to_peer(self.settings, f"{peer}{self._route}", body, timeout_s)
+            )["workers"][0]
             return answer
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
             log.warning(
-                "snapshot %s: worker at %s did not take its part: %r", snapshot_id, peer, exc
+                "%s %s: worker at %s did not take its part: %r", self.kind, snapshot_id, peer, exc
             )
             return {"worker": peer, "error": repr(exc), "partitions": []}
 
@@ -186,3 +205,32 @@ class Snapshotter:
                     published.snapshot_id,
                     len(published.missing),
                 )
+
+
+async def _ends(runtime: PipelineRuntime, cut: PartitionCut) -> dict[str, int]:
+    """Where each input of the cut's partition ends, as a reader that consumed it all
+    sees it (transaction markers after the last record do not count): read just
+    after the cut, so at least the end at the cut. A savepoint whose inputs ended
+    at its offsets left nothing unprocessed, and may move to more partitions."""
+    ends = {}
+    for progress in await runtime.inputs(cut.partition):
+        if progress.lag is not None:
+            ends[progress.topic] = progress.committed_offset + progress.lag
+    return ends
+
+
+async def post_to_peer(
+    settings: Settings, url: str, body: dict[str, Any], timeout_s: float
+) -> dict[str, Any]:
+    """POST ``body`` to another worker of the app (which shares the API token).
+
+    Raises:
+        httpx.HTTPError: unreachable, or an error status.
+    """
+    token = settings.api_token
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
+    async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as client:
+        response = await client.post(url, json=body)
+    response.raise_for_status()
+    answer: dict[str, Any] = response.json()
+    return answer

@@ -29,6 +29,7 @@ def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
         "topic_prefix": f"t-{tag}-",
         "pipelines": ("sensor_averages",),
         "state_dir": tmp_path / "state",
+        "savepoint_root": str(tmp_path / "savepoints"),
         "api_port": 0,
         "worker_id": f"worker-{tag}",
         "commit_interval_ms": 100,
@@ -90,6 +91,18 @@ async def read_all(
 
 async def create_topics(settings: Settings) -> None:
     await ensure_topics(settings, standard_topics(settings))
+
+
+async def end_offsets(settings: Settings, topic: str) -> dict[int, int]:
+    """Each partition's end offset (the next offset to be written)."""
+    count = await topic_partitions(settings, topic)
+    consumer = AIOKafkaConsumer(**connection_kwargs(settings), group_id=None)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(count)]
+        return {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
 
 
 async def topic_partitions(settings: Settings, topic: str) -> int:

@@ -31,14 +31,14 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
 
 
 class WorkerProcess:
-    def __init__(self, settings: Settings, log_path: Path, **env: str) -> None:
+    def __init__(self, settings: Settings, log_path: Path, *args: str, **env: str) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         worker_env = settings_env(settings, EDDY_API_PORT=str(self.port), **env)
         self._log = log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service", "worker"],
+            [sys.executable, "-m", "service", "worker", *args],
             env=worker_env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

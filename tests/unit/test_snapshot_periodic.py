@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from aiokafka import TopicPartition
 
 from service.eventtime import SystemClock
+from service.pipeline.windowed import WINDOW_STATES
+from service.runtime.progress import InputProgress
 from service.snapshot.layout import ID_PATTERN, SnapshotRoot, time_of
 from service.snapshot.take import Snapshotter
 from tests.support.kafka import unique_settings
@@ -47,6 +51,13 @@ class FakeRuntime:
     def owner_of(self, partition: int) -> str:
         return self.endpoint
 
+    async def inputs(self, partition: int) -> list[InputProgress]:
+        return [InputProgress("readings", 7 + partition, end_offset=9, lag=2 - partition)]
+
+    @property
+    def pipeline(self) -> Any:
+        return SimpleNamespace(state_schemas=WINDOW_STATES)
+
 
 async def test_every_interval_all_partitions_are_cut_and_published(tmp_path: Path) -> None:
     settings = unique_settings(
@@ -67,6 +78,9 @@ async def test_every_interval_all_partitions_are_cut_and_published(tmp_path: Pat
                 break
     finally:
         periodic.cancel()
+        # A snapshot may be under way: its clean-up runs as the task unwinds.
+        with contextlib.suppress(asyncio.CancelledError):
+            await periodic
     manifests = root.manifests(settings.app_id)
     assert len(manifests) >= 2
     for manifest in manifests:
@@ -78,6 +92,9 @@ async def test_every_interval_all_partitions_are_cut_and_published(tmp_path: Pat
         ]
         assert {p["watermark_ms"] for p in manifest["parts"]} == {4_999}
         assert manifest["parts"][0]["tables"]["results"]["rows"] == 12
+        # What a resume from it needs: value versions, and whether input was left.
+        assert manifest["parts"][0]["table_versions"]["results"] == 1
+        assert [p["end_offsets"] for p in manifest["parts"]] == [{"readings": 9}, {"readings": 9}]
     assert runtime.boundaries >= 2
     # The checkpoints are scratch: gone once exported.
     assert not any((tmp_path / "state").rglob("CURRENT"))

@@ -1,0 +1,1 @@
+"""Savepoints: taking them, and resuming from them (docs/savepoints.md)."""

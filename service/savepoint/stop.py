@@ -1,0 +1,99 @@
+"""Stopping the app, optionally with a final savepoint (``stop --savepoint``).
+
+As in Flink's stop-with-savepoint, processing stops before the savepoint is
+taken, so the savepoint is the app's last state and resuming from it neither
+repeats nor skips an output. The worker that receives ``POST /stop`` coordinates
+over the workers' REST APIs:
+
+1. **hold**: every worker stops processing but stays in its groups (so nothing
+   rebalances, and the next step still finds every partition open);
+2. **savepoint**: every partition is cut at a commit boundary (as any savepoint);
+   if it comes out incomplete, every worker is released and keeps running;
+3. **exit**: every worker commits (nothing new), leaves its groups and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import httpx
+
+from service.errors import EddyError
+from service.runtime.engine import PipelineRuntime
+from service.savepoint import catalog
+from service.settings import Settings
+from service.snapshot.take import Snapshotter, post_to_peer
+
+log = logging.getLogger(__name__)
+Phase = Literal["all", "hold", "release", "exit"]
+PEER_TIMEOUT_S = 30.0
+# Time for the HTTP answer to leave before the worker shuts its API down.
+EXIT_DELAY_S = 0.3
+
+
+class SavepointIncompleteError(EddyError):
+    """The final savepoint missed partitions; the app was left running."""
+
+
+class AppStopper:
+    def __init__(
+        self,
+        settings: Settings,
+        runtimes: Callable[[], Mapping[str, PipelineRuntime]],
+        savepoints: Snapshotter,
+        request_stop: Callable[[], None],
+    ) -> None:
+        self._settings = settings
+        self._runtimes = runtimes
+        self._savepoints = savepoints
+        self._request_stop = request_stop
+
+    async def stop(self, *, savepoint: bool, phase: Phase = "all") -> dict[str, Any]:
+        """Run one phase here, or (``all``) coordinate every phase on every worker."""
+        if phase != "all":
+            self._local(phase)
+            return {"worker_id": self._settings.worker_id, "phase": phase}
+        peers = sorted(self._savepoints.peers())
+        await self._everywhere("hold", peers)
+        taken = None
+        if savepoint:
+            taken = await self._savepoints.take_everywhere(None, fan_out=True)
+            if not taken["complete"]:
+                await self._everywhere("release", peers)
+                raise SavepointIncompleteError(
+                    f"savepoint {taken['snapshot_id']} is incomplete (no worker exported "
+                    f"{', '.join(taken['missing'])}); the app keeps running: retry once it "
+                    "is rebalanced"
+                )
+            await asyncio.to_thread(
+                catalog.mark_stopped, self._settings, taken["snapshot_id"], int(time.time() * 1000)
+            )
+        answers = await self._everywhere("exit", peers)
+        return {"savepoint": taken, "workers": answers}
+
+    async def _everywhere(self, phase: Phase, peers: list[str]) -> list[dict[str, Any]]:
+        body = {"savepoint": False, "phase": phase}
+        answers = await asyncio.gather(*(self._ask(peer, body) for peer in peers))
+        self._local(phase)
+        return [{"worker_id": self._settings.worker_id, "phase": phase}, *answers]
+
+    async def _ask(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await post_to_peer(self._settings, f"{peer}/stop", body, PEER_TIMEOUT_S)
+        except (httpx.HTTPError, ValueError) as exc:
+            # A worker that is gone needs no stopping; its partitions were cut by
+            # whoever took them over (or the savepoint says they are missing).
+            log.warning("stop: worker at %s did not answer %s: %r", peer, body["phase"], exc)
+            return {"worker": peer, "phase": body["phase"], "error": repr(exc)}
+
+    def _local(self, phase: Phase) -> None:
+        if phase in ("hold", "release"):
+            for runtime in self._runtimes().values():
+                runtime.hold(phase == "hold")
+        elif phase == "exit":
+            log.info("stop requested over the API: committing and leaving the group")
+            asyncio.get_running_loop().call_later(EXIT_DELAY_S, self._request_stop)

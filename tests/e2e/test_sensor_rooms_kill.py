@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
+from collections import Counter
 from pathlib import Path
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from agents.sensor_rooms import UNKNOWN_ROOM
+from service.kafka_clients import connection_kwargs
 from service.settings import Settings
 from service.simulator.rooms import room_of
 from tests.support.kafka import create_topics, produce, read_all, unique_settings, wait_until
@@ -21,13 +26,18 @@ from tests.support.rooms import RoomService
 pytestmark = pytest.mark.e2e
 
 READINGS = 6_000
+# An hour ago, on the hour: the output carries event time as its Kafka timestamp, and
+# the broker's retention check (every 5 min) deletes segments whose newest timestamp
+# is older than 7 days. With 1970 timestamps it deleted the first committed
+# transaction of every output partition whenever a check fell inside a run.
+BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
 
 
 def rows() -> list[tuple[bytes, bytes]]:
     out = []
     for i in range(READINGS):
         sensor = f"sensor_{i % 40 + 1}"
-        body = {"sensor_id": sensor, "timestamp_ms": 1_000_000 + i, "temperature": 20.0}
+        body = {"sensor_id": sensor, "timestamp_ms": BASE_MS + i, "temperature": 20.0}
         out.append((sensor.encode(), orjson.dumps(body)))
     return out
 
@@ -44,6 +54,7 @@ async def test_lookups_in_flight_at_a_crash_are_redone_and_output_once(tmp_path:
     await create_topics(settings)
     data = rows()
     first = WorkerProcess(settings, tmp_path / "first.log")
+    second: WorkerProcess | None = None
     try:
         first.wait_ready()
         feed = asyncio.create_task(_feed(settings, data))
@@ -61,22 +72,87 @@ async def test_lookups_in_flight_at_a_crash_are_redone_and_output_once(tmp_path:
             out = await read_all(
                 settings, settings.topic("sensor-rooms"), min_records=READINGS, timeout_s=180
             )
+            status = second.status() if second.process.poll() is None else None
         finally:
             second.stop()
-        requests = service.stats()["requests"]
+        stats = service.stats()
     finally:
         service.stop()
 
     seen = [orjson.loads(r.value) for r in out]
     ids = [(r["sensor_id"], r["timestamp_ms"]) for r in seen]
-    assert len(ids) == len(set(ids)) == READINGS  # none lost, none twice
+    if not len(ids) == len(set(ids)) == READINGS:
+        report = await _diagnose(settings, out, [first, second], stats, status)
+        pytest.fail(f"{len(set(ids))} distinct of {len(ids)} enriched, {READINGS} fed\n{report}")
     for record in seen:
         assert record["room"] == (room_of(record["sensor_id"]) or UNKNOWN_ROOM)
     # Some readings were looked up twice: before the crash and again after it.
-    assert requests > READINGS
+    assert stats["requests"] > READINGS
+    # The successor stopped cleanly: its HTTP session closed with its event loop.
+    assert "Unclosed client session" not in second.log_path.read_text(errors="replace")
 
 
 async def _feed(settings: Settings, data: list[tuple[bytes, bytes]]) -> None:
     for start in range(0, len(data), 500):
         await produce(settings, settings.readings_topic, data[start : start + 500])
         await asyncio.sleep(0.2)
+
+
+async def _diagnose(
+    settings: Settings,
+    out: list[ConsumerRecord[bytes, bytes]],
+    workers: list[WorkerProcess | None],
+    stats: dict[str, object],
+    status: dict[str, object] | None,
+) -> str:
+    """Where the missing readings sit in the input, what the group committed, what
+    each partition output, and the tail of each worker's log."""
+    fed = await read_all(settings, settings.readings_topic, committed=False, timeout_s=30)
+    position = {}
+    for record in fed:
+        body = orjson.loads(record.value)
+        position[(body["sensor_id"], body["timestamp_ms"])] = (record.partition, record.offset)
+    values = [orjson.loads(r.value) for r in out]
+    seen = Counter((v["sensor_id"], v["timestamp_ms"]) for v in values)
+    missing: dict[int, list[int]] = {}
+    for reading, (partition, offset) in position.items():
+        if reading not in seen:
+            missing.setdefault(partition, []).append(offset)
+    twice = sorted(r for r, n in seen.items() if n > 1)
+    dead = await read_all(settings, settings.dead_letter_topic, committed=False, timeout_s=10)
+    committed, log_start = await _offsets(settings, sorted({p for p, _ in position.values()}))
+    lines = [
+        f"fed per partition: {dict(sorted(Counter(p for p, _ in position.values()).items()))}",
+        f"output per partition: {dict(sorted(Counter(r.partition for r in out).items()))}",
+        f"committed input offsets: {committed}",
+        f"output log start offsets (above 0: the broker deleted records): {log_start}",
+        "missing (input partition: count, offsets): "
+        + repr({p: (len(o), min(o), max(o)) for p, o in sorted(missing.items())}),
+        f"twice: {len(twice)} {twice[:5]}",
+        f"dead letters: {len(dead)} {[r.value[:300] for r in dead[:3]]!r}",
+        f"room service: {stats}",
+        f"second worker at the end: {status}",
+    ]
+    for worker in workers:
+        if worker is not None:
+            lines.append(f"--- {worker.log_path.name} (exit {worker.process.returncode})")
+            lines.append(worker.log())
+    return "\n".join(lines)
+
+
+async def _offsets(
+    settings: Settings, partitions: list[int]
+) -> tuple[dict[int, int | None], dict[int, int]]:
+    """The group's committed input offsets and the output's log start offsets."""
+    consumer = AIOKafkaConsumer(
+        **connection_kwargs(settings), group_id=f"{settings.app_id}.sensor_rooms"
+    )
+    await consumer.start()
+    try:
+        inputs = [TopicPartition(settings.readings_topic, p) for p in partitions]
+        committed = {tp.partition: await consumer.committed(tp) for tp in inputs}
+        outputs = [TopicPartition(settings.topic("sensor-rooms"), p) for p in partitions]
+        starts = await consumer.beginning_offsets(outputs)
+        return committed, {tp.partition: offset for tp, offset in sorted(starts.items())}
+    finally:
+        await consumer.stop()

@@ -3,6 +3,10 @@ timeout fallback, and the capacity the service sees."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.sensor_rooms import UNKNOWN_ROOM
+from agents.sensor_rooms import UNKNOWN_ROOM, RoomClient
 from service.settings import Settings
 from service.simulator.rooms import room_of
 from service.worker import Worker
@@ -21,13 +25,16 @@ from tests.support.rooms import RoomService
 pytestmark = pytest.mark.integration
 
 SENSORS = [f"sensor_{n}" for n in range(1, 31)]  # sensor_13 and sensor_26 have no room
+# An hour ago, on the hour: the output carries event time as its Kafka timestamp, and
+# the broker deletes segments older than its retention (7 days) every 5 minutes.
+BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
 
 
 def readings(count: int) -> list[tuple[bytes, bytes]]:
     rows = []
     for i in range(count):
         sensor = SENSORS[i % len(SENSORS)]
-        body = {"sensor_id": sensor, "timestamp_ms": 1_000_000 + i * 10, "temperature": 20.0}
+        body = {"sensor_id": sensor, "timestamp_ms": BASE_MS + i * 10, "temperature": 20.0}
         rows.append((sensor.encode(), orjson.dumps(body)))
     return rows
 
@@ -130,3 +137,22 @@ async def test_never_more_lookups_in_flight_than_the_capacity(tmp_path: Path) ->
     assert len(out) == 300
     assert stats["requests"] == 300
     assert stats["in_flight_max"] == 5  # the capacity is used, and never exceeded
+
+
+def test_the_lookup_session_closes_with_the_event_loop(
+    jittery: RoomService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker's loop ends with ``asyncio.run``: the session must close inside it,
+    or asyncio logs "Unclosed client session" (an ERROR) at every worker exit."""
+
+    async def lookups(client: RoomClient) -> list[str | None]:
+        return await asyncio.gather(*(client.room_of({"sensor_id": s}) for s in SENSORS))
+
+    client = RoomClient(jittery.url)
+    gc.collect()  # other tests' garbage is not this test's concern
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        assert asyncio.run(lookups(client)) == [room_of(s) for s in SENSORS]
+        assert asyncio.run(lookups(client)) == [room_of(s) for s in SENSORS]  # a new loop
+        del client
+        gc.collect()
+    assert not [r.getMessage() for r in caplog.records if "Unclosed" in r.getMessage()]

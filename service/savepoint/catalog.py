@@ -109,16 +109,19 @@ def _other_apps(root: SnapshotRoot, app_id: str) -> list[str]:
 STOPPED = "_stopped.json"
 
 
-def mark_stopped(settings: Settings, savepoint_id: str, stopped_ms: int) -> None:
+def _stopped(settings: Settings) -> tuple[SnapshotRoot, str]:
     root = open_root(settings)
-    marker = {"savepoint_id": savepoint_id, "stopped_ms": stopped_ms}
-    root.write_json(f"{root.app_dir(settings.app_id)}/{STOPPED}", marker)
+    return root, f"{root.app_dir(settings.app_id)}/{STOPPED}"
+
+
+def mark_stopped(settings: Settings, savepoint_id: str, stopped_ms: int) -> None:
+    root, path = _stopped(settings)
+    root.write_json(path, {"savepoint_id": savepoint_id, "stopped_ms": stopped_ms})
 
 
 def check_not_stopped(settings: Settings) -> None:
     """Raises ConfigError if the app was stopped with a savepoint and not resumed."""
-    root = open_root(settings)
-    path = f"{root.app_dir(settings.app_id)}/{STOPPED}"
+    root, path = _stopped(settings)
     try:
         if not root.exists(path):
             return
@@ -136,7 +139,6 @@ def check_not_stopped(settings: Settings) -> None:
 
 
 def clear_stopped(settings: Settings) -> None:
-    root = open_root(settings)
-    path = f"{root.app_dir(settings.app_id)}/{STOPPED}"
+    root, path = _stopped(settings)
     if root.exists(path):
         root.fs.delete_file(path)

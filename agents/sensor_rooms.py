@@ -6,7 +6,6 @@ answered within the timeout, gets ``UNKNOWN ROOM``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from http import HTTPStatus
 from typing import Any
 
@@ -22,14 +21,6 @@ NAME = "sensor_rooms"
 UNKNOWN_ROOM = "UNKNOWN ROOM"
 
 
-# The runtime has no close hook for a pipeline, so each session is owned by an async
-# generator, kept here: asyncio closes every open async generator when its loop shuts
-# down (asyncio.run, asyncio.Runner), and the session then closes inside that loop.
-# Left to the garbage collector, every worker exit logged an asyncio ERROR
-# ("Unclosed client session", with the list of connections).
-_OWNERS: dict[aiohttp.ClientSession, AsyncGenerator[aiohttp.ClientSession, None]] = {}
-
-
 class RoomClient:
     """``GET <url>/rooms/<sensor_id>`` over one pooled HTTP session per worker.
 
@@ -37,7 +28,7 @@ class RoomClient:
     2.4-8.6 ms of CPU per request (growing with the requests in flight), aiohttp
     0.3 ms (docs/performance.md, External I/O).
     The session is created on first use, inside the worker's event loop, and
-    closed when that loop shuts down.
+    closed by the runtime when the worker stops (the pipeline's close hook).
     """
 
     def __init__(self, base_url: str) -> None:
@@ -47,7 +38,13 @@ class RoomClient:
     async def room_of(self, reading: dict[str, Any]) -> str | None:
         session = self._session
         if session is None or session.closed:
-            session = await self._open()
+            # No per-request timeout: the enrichment's own timeout covers the lookup
+            # with its retries, and cancels the request when it expires.
+            session = self._session = aiohttp.ClientSession(
+                self._base_url,
+                connector=aiohttp.TCPConnector(limit=0),
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
         async with session.get(f"/rooms/{reading['sensor_id']}") as response:
             if response.status == HTTPStatus.NOT_FOUND:
                 return None
@@ -56,28 +53,10 @@ class RoomClient:
         room: str = body["room"]
         return room
 
-    async def _open(self) -> aiohttp.ClientSession:
-        for closed in [session for session in _OWNERS if session.closed]:
-            del _OWNERS[closed]
-        owner = _owned_session(self._base_url)
-        session = await anext(owner)  # never suspends: no second opener races it
-        _OWNERS[session] = owner
-        self._session = session
-        return session
-
-
-async def _owned_session(base_url: str) -> AsyncGenerator[aiohttp.ClientSession, None]:
-    # No per-request timeout: the enrichment's own timeout covers the lookup with
-    # its retries, and cancels the request when it expires.
-    session = aiohttp.ClientSession(
-        base_url,
-        connector=aiohttp.TCPConnector(limit=0),
-        timeout=aiohttp.ClientTimeout(total=None),
-    )
-    try:
-        yield session
-    finally:
-        await session.close()
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
 
 
 def with_room(reading: dict[str, Any], room: Any) -> dict[str, Any]:
@@ -85,6 +64,7 @@ def with_room(reading: dict[str, Any], room: Any) -> dict[str, Any]:
 
 
 def build(settings: Settings) -> AsyncEnrichment:
+    rooms = RoomClient(settings.room_service_url)
     return AsyncEnrichment(
         name=NAME,
         source=Input(
@@ -93,7 +73,7 @@ def build(settings: Settings) -> AsyncEnrichment:
             key=lambda r: r.sensor_id,
             timestamp_ms=lambda r: r.timestamp_ms,
         ),
-        lookup=RoomClient(settings.room_service_url).room_of,
+        lookup=rooms.room_of,
         enrich=with_room,
         fallback=UNKNOWN_ROOM,
         sink=settings.topic("sensor-rooms"),
@@ -102,4 +82,5 @@ def build(settings: Settings) -> AsyncEnrichment:
         timeout_ms=settings.lookup_timeout_ms,
         retries=settings.lookup_retries,
         ordered=settings.lookup_ordered,
+        on_close=rooms.close,
     )

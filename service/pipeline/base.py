@@ -9,7 +9,7 @@ input offsets and its state changes in one Kafka transaction.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
@@ -138,3 +138,12 @@ class Pipeline(Protocol):
     def create_logic(
         self, partition: int, store: PartitionStore, txn: PartitionTransaction
     ) -> PartitionLogic: ...
+
+
+@runtime_checkable
+class ClosingPipeline(Pipeline, Protocol):
+    """A pipeline holding resources beyond its tasks (a connection pool, an HTTP
+    session). The runtime calls :meth:`close` once, when it stops, in the event
+    loop that used them."""
+
+    async def close(self) -> None: ...

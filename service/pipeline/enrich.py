@@ -52,6 +52,12 @@ class AsyncEnrichment:
     ordered: bool = True
     # How often (processing time) the watermark enters the result queue as a barrier.
     watermark_interval_ms: int = 200
+    # Releases what ``lookup`` holds (an HTTP session, a pool) when the worker stops.
+    on_close: Callable[[], Awaitable[None]] | None = None
+
+    async def close(self) -> None:
+        if self.on_close is not None:
+            await self.on_close()
 
     @property
     def state_schemas(self) -> Mapping[str, StateSchema]:

@@ -27,7 +27,7 @@ from service.errors import TopicMismatchError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.kafka_clients import connection_kwargs
 from service.metrics import Metrics
-from service.pipeline.base import BroadcastLogic, InputRecord, Pipeline
+from service.pipeline.base import BroadcastLogic, ClosingPipeline, InputRecord, Pipeline
 from service.runtime.assignor import EddyAssignor
 from service.runtime.broadcast import BroadcastInput
 from service.runtime.gauges import StateGauges
@@ -140,7 +140,6 @@ class PipelineRuntime:
     async def run(self) -> None:
         """The consume-process-commit loop; returns when :meth:`stop` is called."""
         consumer = self._require_consumer()
-        interval_s = self.settings.commit_interval_ms / 1000
         while not self._stopping:
             if self.failed is not None:
                 raise self.failed
@@ -163,7 +162,7 @@ class PipelineRuntime:
                 await self._handle(batch, fetched_ms)
                 self._in_hand = False
                 await self.standby.poll()
-                if time.monotonic() - self._last_commit >= interval_s:
+                if self._commit_due():
                     await self._commit_all()
                 if self._retry_at:
                     await self._retry_due()
@@ -180,39 +179,65 @@ class PipelineRuntime:
             for control in (await self._broadcast.poll()).values():
                 for task in self.tasks.values():
                     await task.process_broadcast(control)
+        # A task reopened while handling this batch was seeked back to its last
+        # commit: the rest of the batch for it (any source) would skip records.
+        opened = dict(self.tasks)
         for tp, records in batch.items():
-            owner = self.tasks.get(tp.partition)
-            if owner is None:
-                continue
-            started = time.perf_counter()
-            try:
-                processed = await owner.process(tp, records)
-            except ProducerFenced:
-                log.warning(
-                    "%s[%d]: fenced while processing; dropping the task", self.name, owner.partition
-                )
-                owner.discard()
-                await self._close_tasks([owner.partition])
-                continue
-            except RecordFailedError as failure:
-                await self._restart_after(owner, failure)
-                continue
-            except (TimeoutError, KafkaError, OSError) as exc:
-                log.warning(
-                    "%s[%d]: processing failed (%r); reopening from Kafka",
-                    self.name,
-                    owner.partition,
-                    exc,
-                )
-                owner.discard()
-                await self._reopen(owner.partition)
-                continue
-            self.metrics.records_in.labels(self.name).inc(processed)
-            self.markers.note(tp, now_ms if fetched_ms is None else fetched_ms)
-            self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
+            remaining = records
+            while remaining:
+                owner = self.tasks.get(tp.partition)
+                if owner is None or owner is not opened.get(tp.partition):
+                    break
+                if not await self._process(owner, tp, remaining, now_ms, fetched_ms):
+                    break
+                next_offset = owner.next_offsets[tp]
+                remaining = [r for r in remaining if r.offset >= next_offset]
+                if remaining or self._commit_due():
+                    # The commit interval holds within a fetch too: slow records
+                    # (lookups) must not keep one transaction open for the whole
+                    # fetch, past the broker's transaction timeout.
+                    await self._commit_all()
             # Sends rarely suspend: without this, REST queries (served by this event
             # loop) would wait for every partition's batch, not just the current one.
             await asyncio.sleep(0)
+
+    async def _process(
+        self,
+        owner: Task,
+        tp: TopicPartition,
+        records: Sequence[InputRecord],
+        now_ms: int,
+        fetched_ms: int | None,
+    ) -> bool:
+        """Process ``records`` until the next commit is due; False if the task failed
+        (it is then dropped, restarted or reopened)."""
+        started = time.perf_counter()
+        deadline_s = self._last_commit + self.settings.commit_interval_ms / 1000
+        try:
+            processed = await owner.process(tp, records, deadline_s)
+        except ProducerFenced:
+            await self._fenced(owner)
+            return False
+        except RecordFailedError as failure:
+            await self._restart_after(owner, failure)
+            return False
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.warning(
+                "%s[%d]: processing failed (%r); reopening from Kafka",
+                self.name,
+                owner.partition,
+                exc,
+            )
+            owner.discard()
+            await self._reopen(owner.partition)
+            return False
+        self.metrics.records_in.labels(self.name).inc(processed)
+        self.markers.note(tp, now_ms if fetched_ms is None else fetched_ms)
+        self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
+        return True
+
+    def _commit_due(self) -> bool:
+        return time.monotonic() - self._last_commit >= self.settings.commit_interval_ms / 1000
 
     async def stop(self) -> None:
         """Commit what was processed, leave the group, close state.
@@ -235,6 +260,15 @@ class PipelineRuntime:
             if self._broadcast is not None:
                 await self._broadcast.stop()
             self.stores.close_all()
+            await self._close_pipeline()
+
+    async def _close_pipeline(self) -> None:
+        if not isinstance(self.pipeline, ClosingPipeline):
+            return
+        try:
+            await self.pipeline.close()
+        except Exception:  # stopping anyway: say so, and let the worker exit cleanly
+            log.exception("%s: closing the pipeline's resources failed", self.name)
 
     def hold(self, held: bool) -> None:
         """Stop (or resume) processing without leaving the group: what
@@ -301,12 +335,8 @@ class PipelineRuntime:
             await task.prepare_commit()
             await task.commit_transaction(self.group_id)
         except ProducerFenced:
-            log.warning(
-                "%s[%d]: fenced by a newer owner; dropping the task", self.name, task.partition
-            )
             self.metrics.commit_failures.labels(self.name).inc()
-            task.discard()
-            await self._close_tasks([task.partition])
+            await self._fenced(task, reopen=reopen_failed)
             return
         except (TimeoutError, KafkaError, OSError) as exc:
             log.warning(
@@ -440,6 +470,33 @@ class PipelineRuntime:
             offsets[tp] = committed if committed is not None else beginnings[tp]
         return offsets
 
+    async def _fenced(self, task: Task, *, reopen: bool = True) -> None:
+        """The task's transactional id has a newer epoch than its producer.
+
+        Either a newer owner initialised it (this worker is a zombie: its group
+        membership expired while it was paused or cut off), or the broker aborted a
+        transaction that outlived ``EDDY_TRANSACTION_TIMEOUT_MS`` and bumped the
+        epoch. A zombie learns of the rebalance at its next heartbeat, which revokes
+        the partition; reopening at once would fence the rightful owner in turn. So
+        the partition is paused and reopened after a session timeout if this worker
+        still owns it then (the abort case), and never left unprocessed.
+        """
+        partition = task.partition
+        log.warning(
+            "%s[%d]: fenced (a newer owner, or the transaction outlived its timeout)%s",
+            self.name,
+            partition,
+            "; reopening it if still assigned here" if reopen else "",
+        )
+        task.discard()
+        await self._close_tasks([partition])
+        if not reopen:
+            return
+        self.restoring.add(partition)
+        self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
+        self._pause(partition, True)
+        self._retry_at[partition] = time.monotonic() + self.settings.session_timeout_ms / 1000
+
     async def _restart_after(self, task: Task, failure: RecordFailedError) -> None:
         """Abort the task's open work; reopen it from its last commit after a delay."""
         delay_s = self._restarts.on_failure(failure)  # raises when restarts are exhausted
@@ -488,9 +545,13 @@ class PipelineRuntime:
     async def _retry_due(self) -> None:
         now = time.monotonic()
         due = [p for p, at in self._retry_at.items() if at <= now]
+        owned = {tp.partition for tp in self._require_consumer().assignment()}
         for partition in due:
             del self._retry_at[partition]
-            await self._open_or_retry(partition)
+            if partition in owned:
+                await self._open_or_retry(partition)
+            else:  # revoked meanwhile; the next assignment opens what is ours
+                self.restoring.discard(partition)
 
     async def _close_tasks(self, partitions: list[int]) -> None:
         for partition in partitions:

@@ -15,6 +15,7 @@ If anything fails, the task is discarded and reopened from what Kafka committed.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -75,14 +76,25 @@ class Task:
     def has_work(self) -> bool:
         return self.next_offsets != self.committed_offsets or bool(self._futures) or self.txn.dirty
 
-    async def process(self, tp: TopicPartition, records: Sequence[InputRecord]) -> int:
-        """Run the logic over ``records`` (offset order) and send what it emits."""
+    async def process(
+        self, tp: TopicPartition, records: Sequence[InputRecord], deadline_s: float | None = None
+    ) -> int:
+        """Run the logic over ``records`` (offset order) and send what it emits.
+
+        Stops early, after at least one record, once ``time.monotonic()`` reaches
+        ``deadline_s``: the runtime commits then and hands over the rest, so one
+        transaction never spans a whole fetch of slow (async) records, which could
+        outlast the transaction timeout. ``next_offsets[tp]`` says where it stopped.
+        """
         expected = self.next_offsets.get(tp, 0)
         await self._ensure_transaction()
         processed = 0
+        last_offset: int | None = None
         for record in records:
             if record.offset < expected:
                 continue  # already reflected in state (a re-fetch after a seek)
+            if processed and deadline_s is not None and time.monotonic() >= deadline_s:
+                break
             record_id = (record.topic, record.partition, record.offset)
             poison = self.restarts.poisoned.get(record_id) if self.restarts else None
             if poison is not None and self.restarts is not None:
@@ -98,8 +110,9 @@ class Task:
                     # The engine aborts this task and replays from the last commit.
                     raise RecordFailedError(record_id, exc) from exc
             processed += 1
-        if records:
-            self.next_offsets[tp] = max(expected, records[-1].offset + 1)
+            last_offset = record.offset
+        if last_offset is not None:
+            self.next_offsets[tp] = last_offset + 1
         self.records_in += processed
         await self._send(self.output.take())
         return processed

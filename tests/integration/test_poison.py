@@ -13,7 +13,7 @@ from service.pipeline.keyed import Input, KeyedProcess
 from service.records import SensorReading
 from service.settings import Settings
 from service.worker import Worker
-from tests.support.kafka import produce, read_all, unique_settings, wait_until
+from tests.support.kafka import HOUR_AGO_MS, produce, read_all, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,8 @@ async def test_a_poison_record_is_dead_lettered_after_its_attempts(tmp_path: Any
     await worker.start()
     try:
         readings = [
-            {"sensor_id": "s1", "timestamp_ms": i, "temperature": 20.0 + i} for i in range(40)
+            {"sensor_id": "s1", "timestamp_ms": HOUR_AGO_MS + i, "temperature": 20.0 + i}
+            for i in range(40)
         ]
         readings[25]["temperature"] = POISON_TEMPERATURE
         await produce(
@@ -76,5 +77,5 @@ async def test_a_poison_record_is_dead_lettered_after_its_attempts(tmp_path: Any
     got = [orjson.loads(r.value) for r in outputs]
     # Each good reading counted once: no count from an aborted attempt leaked out.
     assert [o["count"] for o in got] == list(range(1, 40))
-    assert [o["seq"] for o in got] == [i for i in range(40) if i != 25]
+    assert [o["seq"] - HOUR_AGO_MS for o in got] == [i for i in range(40) if i != 25]
     assert restarts(worker) == 3

@@ -18,7 +18,7 @@ from service.records import SensorReading
 from service.settings import Settings
 from service.topics import TopicSpec, ensure_topics
 from service.worker import Worker
-from tests.support.kafka import produce, read_all, unique_settings
+from tests.support.kafka import HOUR_AGO_MS, produce, read_all, unique_settings
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +82,7 @@ async def test_thresholds_set_through_the_control_topic_reach_every_task(
     rows = []
     for s in sensors:
         for t, temp in ((1, 70.0), (2, 71.0), (3, 75.0)):  # +1 (quiet), then +4 (alert)
-            rows.append(SensorReading(sensor_id=s, timestamp_ms=t, temperature=temp))
+            rows.append(SensorReading(sensor_id=s, timestamp_ms=HOUR_AGO_MS + t, temperature=temp))
     # The control topic is read first on start and between batches; give it a moment.
 
     await asyncio.sleep(2)
@@ -116,7 +116,7 @@ async def test_a_co_process_function_joins_two_co_partitioned_inputs(
 
         await asyncio.sleep(1.5)  # the switch is applied before the readings arrive
         readings = [
-            SensorReading(sensor_id=s, timestamp_ms=i, temperature=float(i))
+            SensorReading(sensor_id=s, timestamp_ms=HOUR_AGO_MS + i, temperature=float(i))
             for i, s in enumerate(["sensor_2", "sensor_7", "sensor_2"])
         ]
         await produce(settings, names["readings"], [encode(r) for r in readings])
@@ -155,7 +155,9 @@ async def test_inputs_with_different_partition_counts_are_re_keyed_not_joined_wr
         switches = [encode(Switch(sensor_id=s, duration_ms=60_000)) for s in sensors]
         await produce(settings, names["switches"], switches)
         await asyncio.sleep(3)  # re-keyed and applied before the readings come
-        readings = [SensorReading(sensor_id=s, timestamp_ms=1, temperature=1.0) for s in sensors]
+        readings = [
+            SensorReading(sensor_id=s, timestamp_ms=HOUR_AGO_MS, temperature=1.0) for s in sensors
+        ]
         await produce(settings, names["readings"], [encode(r) for r in readings])
         out = await read_all(settings, names["alerts"], min_records=len(sensors))
         assert sorted(orjson.loads(r.value)["sensor_id"] for r in out) == sorted(sensors)

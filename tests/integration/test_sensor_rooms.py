@@ -3,10 +3,8 @@ timeout fallback, and the capacity the service sees."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,28 +13,14 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.sensor_rooms import UNKNOWN_ROOM, RoomClient
+from agents.sensor_rooms import UNKNOWN_ROOM
 from service.settings import Settings
 from service.simulator.rooms import room_of
 from service.worker import Worker
 from tests.support.kafka import create_topics, produce, read_all, unique_settings
-from tests.support.rooms import RoomService
+from tests.support.rooms import RoomService, readings
 
 pytestmark = pytest.mark.integration
-
-SENSORS = [f"sensor_{n}" for n in range(1, 31)]  # sensor_13 and sensor_26 have no room
-# An hour ago, on the hour: the output carries event time as its Kafka timestamp, and
-# the broker deletes segments older than its retention (7 days) every 5 minutes.
-BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
-
-
-def readings(count: int) -> list[tuple[bytes, bytes]]:
-    rows = []
-    for i in range(count):
-        sensor = SENSORS[i % len(SENSORS)]
-        body = {"sensor_id": sensor, "timestamp_ms": BASE_MS + i * 10, "temperature": 20.0}
-        rows.append((sensor.encode(), orjson.dumps(body)))
-    return rows
 
 
 def identity(value: bytes) -> tuple[str, int]:
@@ -139,20 +123,18 @@ async def test_never_more_lookups_in_flight_than_the_capacity(tmp_path: Path) ->
     assert stats["in_flight_max"] == 5  # the capacity is used, and never exceeded
 
 
-def test_the_lookup_session_closes_with_the_event_loop(
-    jittery: RoomService, caplog: pytest.LogCaptureFixture
+async def test_a_stopped_worker_leaves_no_lookup_session_open(
+    tmp_path: Path, jittery: RoomService, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A worker's loop ends with ``asyncio.run``: the session must close inside it,
-    or asyncio logs "Unclosed client session" (an ERROR) at every worker exit."""
-
-    async def lookups(client: RoomClient) -> list[str | None]:
-        return await asyncio.gather(*(client.room_of({"sensor_id": s}) for s in SENSORS))
-
-    client = RoomClient(jittery.url)
+    """The runtime closes the pipeline's HTTP session when it stops; left to the
+    garbage collector, asyncio logs "Unclosed client session" (an ERROR) at every
+    worker exit."""
+    settings = unique_settings(
+        tmp_path, pipelines=("sensor_rooms",), room_service_url=jittery.url, partitions=1
+    )
     gc.collect()  # other tests' garbage is not this test's concern
     with caplog.at_level(logging.ERROR, logger="asyncio"):
-        assert asyncio.run(lookups(client)) == [room_of(s) for s in SENSORS]
-        assert asyncio.run(lookups(client)) == [room_of(s) for s in SENSORS]  # a new loop
-        del client
+        out = await enrich(settings, readings(60))
         gc.collect()
+    assert len(out) == 60
     assert not [r.getMessage() for r in caplog.records if "Unclosed" in r.getMessage()]

@@ -15,6 +15,11 @@ from service.kafka_clients import connection_kwargs
 from service.settings import Settings, load_settings
 from service.topics import admin_client, ensure_topics, partition_counts, standard_topics
 
+# Event time for test records: an hour ago, on the hour. Outputs carry event time as
+# their Kafka timestamp, and the broker deletes segments older than its retention
+# (7 days) every 5 minutes: records from 1970 can vanish in the middle of a test.
+HOUR_AGO_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
+
 
 def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
     """Settings with topics, group and state of their own, so tests never collide."""

@@ -9,8 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
+from tests.support.kafka import HOUR_AGO_MS
 from tests.support.processes import free_port
+
+SENSORS = [f"sensor_{n}" for n in range(1, 31)]  # sensor_13 and sensor_26 have no room
+
+
+def readings(count: int) -> list[tuple[bytes, bytes]]:
+    """``count`` readings of the sensors in turn, 10 ms of event time apart."""
+    rows = []
+    for i in range(count):
+        sensor = SENSORS[i % len(SENSORS)]
+        body = {"sensor_id": sensor, "timestamp_ms": HOUR_AGO_MS + i * 10, "temperature": 20.0}
+        rows.append((sensor.encode(), orjson.dumps(body)))
+    return rows
 
 
 class RoomService:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar, cast
@@ -191,7 +192,10 @@ class PipelineRuntime:
                 if not await self._process(owner, tp, remaining, now_ms, fetched_ms):
                     break
                 next_offset = owner.next_offsets[tp]
-                remaining = [r for r in remaining if r.offset >= next_offset]
+                if next_offset > remaining[-1].offset:
+                    remaining = ()  # all processed: the usual case, no scan per record
+                else:  # stopped at the deadline: hand over the rest (offset order)
+                    remaining = remaining[bisect_left(remaining, next_offset, key=_offset) :]
                 if remaining or self._commit_due():
                     # The commit interval holds within a fetch too: slow records
                     # (lookups) must not keep one transaction open for the whole
@@ -634,6 +638,10 @@ class PipelineRuntime:
         if self._consumer is None:
             raise RuntimeError("the pipeline runtime is not started")
         return self._consumer
+
+
+def _offset(record: InputRecord) -> int:
+    return record.offset
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -32,22 +32,22 @@ lock: ## re-pin requirements/lock.txt from pyproject.toml
 		-o requirements/runtime.txt --no-header -q
 
 kafka-jars: venv ## fetch Apache Kafka from Maven Central (KAFKA_VERSION, default 3.9.2)
-	$(BIN)/python -m service kafka fetch
+	$(BIN)/python -m tools kafka fetch
 
 kafka-start: venv ## start the local broker on 127.0.0.1:9092 (no-op if running or remote)
-	$(BIN)/python -m service kafka start
+	$(BIN)/python -m tools kafka start
 
 kafka-stop: venv ## stop the local broker
-	$(BIN)/python -m service kafka stop
+	$(BIN)/python -m tools kafka stop
 
 kafka-status: venv
-	$(BIN)/python -m service kafka status
+	$(BIN)/python -m tools kafka status
 
 topics: kafka-start ## create Eddy's topics (idempotent)
 	$(BIN)/python -m service topics create
 
 run: kafka-jars postgres ## broker, topics, worker (API on :8000) and simulator; DURATION=<s> stops by itself
-	$(BIN)/python -m service run $(if $(DURATION),--duration $(DURATION),)
+	$(BIN)/python -m tools run $(if $(DURATION),--duration $(DURATION),)
 
 worker: topics ## run one worker in the foreground
 	$(BIN)/python -m service worker
@@ -77,18 +77,18 @@ postgres: ## install Debian's postgresql if missing (initdb, pg_ctl)
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
 postgres-start: venv postgres ## start the local PostgreSQL on 127.0.0.1:5433 (no-op if running)
-	$(BIN)/python -m service postgres start
+	$(BIN)/python -m tools postgres start
 
 postgres-stop: venv ## stop the local PostgreSQL
-	$(BIN)/python -m service postgres stop
+	$(BIN)/python -m tools postgres stop
 
 test: lint kafka-jars browser postgres ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
 
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
-	$(BIN)/python -m service kafka start
-	$(BIN)/python -m service chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
-	$(BIN)/python -m service chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
+	$(BIN)/python -m tools kafka start
+	$(BIN)/python -m tools chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
+	$(BIN)/python -m tools chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
 		--commit-interval-ms 2000 --expect-duplicates
 
 bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): bench/results/full.*
@@ -109,6 +109,6 @@ bench-snapshot: venv ## snapshot export rate and Spark job time for 1M keys: ben
 	$(BIN)/python -m bench.snapshot
 
 clean: ## stop the broker and remove local state (keeps .venv)
-	-$(BIN)/python -m service kafka stop
-	-$(BIN)/python -m service postgres stop
+	-$(BIN)/python -m tools kafka stop
+	-$(BIN)/python -m tools postgres stop
 	rm -rf .eddy

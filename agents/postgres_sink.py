@@ -3,7 +3,7 @@
 Reads ``sensor-averages`` and keeps two tables in ``EDDY_POSTGRES_SCHEMA``:
 ``sensor_window_averages`` (one row per sensor and window; an ``update`` of a
 window replaces its ``first`` row) and ``sensor_latest`` (per sensor, the window
-with the greatest start). Migrations: :data:`service.postgres.migrations.SENSOR_SINK`.
+with the greatest start). Migrations: :data:`service.pipeline.pgmigrate.SENSOR_SINK`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from service.pipeline.pgmigrate import SENSOR_SINK
 from service.pipeline.pgsink import PostgresSink, Upsert
-from service.postgres.migrations import SENSOR_SINK
 from service.settings import Settings
 
 NAME = "postgres_sink"

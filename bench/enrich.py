@@ -33,7 +33,7 @@ from bench.machine import write_result
 from bench.procs import Proc
 from bench.run import free_port
 from bench.workload import base_ms, preload, shape_for
-from service import localkafka
+from tools import localkafka
 
 BOOTSTRAP = "127.0.0.1:9092"  # eddy's local broker (make bench starts it)
 PARTITIONS = 6
@@ -47,7 +47,7 @@ VARIANTS = {  # name: (latency ms, ordered)
 
 def start_rooms(latency_ms: int, log: Path) -> tuple[Proc, str]:
     port = free_port()
-    argv = [sys.executable, "-m", "service", "rooms", "--port", str(port)]
+    argv = [sys.executable, "-m", "tools", "rooms", "--port", str(port)]
     proc = Proc("rooms", [*argv, "--latency-ms", str(latency_ms)], log, None, ROOT)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):

@@ -26,7 +26,7 @@ TIMEOUT_S = 600.0
 
 
 def _command(main_class: str, *args: str) -> list[str]:
-    from service import localkafka
+    from tools import localkafka
 
     return localkafka.tool_command(main_class, *args)
 

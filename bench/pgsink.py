@@ -21,9 +21,9 @@ import asyncpg
 
 from agents.postgres_sink import WindowAverage, sensor_sink
 from bench.machine import write_result
-from service import postgres
+from service.pipeline.pgmigrate import quote
 from service.pipeline.pgsink import PostgresSink
-from service.postgres.migrations import quote
+from tools import postgres
 
 SCHEMA = "bench_pgsink"
 WINDOW_MS = 5_000

@@ -184,7 +184,7 @@ def run_one(run: Run, c: Contender, inp: Input, expected: Expected) -> dict[str,
 
 
 def broker_pid() -> int | None:
-    from service import localkafka
+    from tools import localkafka
 
     return localkafka.running_pid()
 
@@ -209,8 +209,8 @@ def attempt(run: Run, step: Callable[[], T], name: str) -> T | None:
 
 
 def _broker_answers(bootstrap: str) -> bool:
-    from service import localkafka
     from service.errors import EddyError
+    from tools import localkafka
 
     try:
         localkafka.wait_until_ready(bootstrap, 5)
@@ -220,8 +220,8 @@ def _broker_answers(bootstrap: str) -> bool:
 
 
 def _wait_for_broker(bootstrap: str, timeout_s: float = 600, pause_s: float = 5) -> None:
-    from service import localkafka
     from service.errors import EddyError
+    from tools import localkafka
 
     time.sleep(pause_s)  # a broker on its way down still answers
     try:
@@ -231,7 +231,7 @@ def _wait_for_broker(bootstrap: str, timeout_s: float = 600, pause_s: float = 5)
 
 
 def execute(options: Options, console: Console) -> dict[str, Any]:
-    from service import localkafka  # the broker helper imports the whole service
+    from tools import localkafka  # the broker helper imports the whole service
 
     started_broker = localkafka.ensure_running(console)
     with console.status("Waiting for the broker to answer…"):

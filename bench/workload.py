@@ -1,6 +1,6 @@
 """The benchmark's input: simulated sensor readings, pre-loaded once, read by everyone.
 
-Readings come from the simulator (:func:`service.simulator.generate`), so the
+Readings come from the simulator (:func:`tools.simulator.generate`), so the
 workload is the one Eddy is built for: keyed by sensor, delivered up to
 ``DISORDER_MS`` out of order. Two choices make every contender's output
 comparable with one offline recomputation:
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import orjson
 from confluent_kafka import Producer  # type: ignore[import-untyped]
 
-from service.chaos.recompute import windows_by_partition
 from service.queries import partition_for
-from service.simulator import SimulationConfig, generate
+from tools.chaos.recompute import windows_by_partition
+from tools.simulator import SimulationConfig, generate
 
 WINDOW_MS = 5_000
 BOUND_MS = 1_000

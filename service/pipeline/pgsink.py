@@ -25,7 +25,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from service.eventtime.watermarks import MIN_WATERMARK
 from service.pipeline.base import InputRecord, Output
 from service.pipeline.markers import marker_of
-from service.postgres.migrations import Migration, migrate, quote
+from service.pipeline.pgmigrate import Migration, migrate, quote
 from service.records import DecodeError, decode_model
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction

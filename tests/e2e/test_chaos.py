@@ -7,7 +7,7 @@ repartition included) must come out clean, with aborted transactions left behind
 (b) the negative control: the same harness in at-least-once mode must find
 duplicates, or the checks prove nothing; (c) the long run (``make chaos``), 20
 seeds, is marked slow. Each run leaves ``.eddy/chaos/<run-id>/`` with its
-``schedule.json`` (replay it with ``python -m service chaos --replay``), its
+``schedule.json`` (replay it with ``python -m tools chaos --replay``), its
 ``results.json`` and one log per worker.
 """
 
@@ -18,10 +18,10 @@ import io
 import pytest
 from rich.console import Console
 
-from service.chaos.report import RunResult, render
-from service.chaos.runner import run_chaos
-from service.chaos.schedule import ALL_KINDS, FaultKind, RunConfig, make_schedule
-from service.chaos.verify_reference import PIPELINES as REFERENCE
+from tools.chaos.report import RunResult, render
+from tools.chaos.runner import run_chaos
+from tools.chaos.schedule import ALL_KINDS, FaultKind, RunConfig, make_schedule
+from tools.chaos.verify_reference import PIPELINES as REFERENCE
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +84,7 @@ async def test_at_least_once_shows_duplicates_so_the_checker_can_see_them() -> N
 @pytest.mark.slow
 @pytest.mark.timeout(4 * 3_600)
 async def test_twenty_seeds_of_every_fault_kind() -> None:
-    """What ``make chaos`` runs (as ``python -m service chaos --seeds 20``)."""
+    """What ``make chaos`` runs (as ``python -m tools chaos --seeds 20``)."""
     failed = []
     for seed in range(1, 21):
         result, table = await _run(RunConfig(seed=seed))

@@ -49,7 +49,7 @@ async def test_the_dashboard_shows_live_windows_alerts_watermarks_and_hashtags(
         # Event time starts 20 minutes ago and runs fast, so minutes of windows close.
         start_ms = (time.time_ns() // 1_000_000) - 20 * 60_000
         simulator = await asyncio.create_subprocess_exec(
-            *[sys.executable, "-m", "service", "simulate", "--scenario", "sensors,tweets"],
+            *[sys.executable, "-m", "tools", "simulate", "--scenario", "sensors,tweets"],
             *["--sensors", "4", "--fast", "--count", "20000", "--seed", "5"],
             *["--start-ms", str(start_ms)],
             env=settings_env(settings),

@@ -1,4 +1,4 @@
-"""`make run` as a user runs it (``python -m service run``): broker, room service,
+"""`make run` as a user runs it (``python -m tools run``): broker, room service,
 PostgreSQL, worker and simulator come up; readings get rooms and window results
 reach PostgreSQL; everything stops cleanly at the end of ``--duration``."""
 
@@ -44,7 +44,7 @@ async def test_make_run_enriches_readings_and_fills_postgres(
     )
     done = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "service", "run", "--duration", "45", "--rate", "200"],
+        [sys.executable, "-m", "tools", "run", "--duration", "45", "--rate", "200"],
         env=env,
         cwd=tmp_path,
         capture_output=True,

@@ -12,14 +12,14 @@ from typing import Any
 import asyncpg
 import pytest
 
-from service.chaos import reference
-from service.chaos.kafkaio import GroupLag
 from service.settings import Settings
 from tests.e2e.test_restore import SENSORS, _feed, encoded, readings
 from tests.support.kafka import create_topics, unique_settings, wait_until
 from tests.support.oracle import expected_windows
 from tests.support.postgres import rows_of
 from tests.support.processes import WorkerProcess
+from tools.chaos import reference
+from tools.chaos.kafkaio import GroupLag
 
 pytestmark = pytest.mark.e2e
 

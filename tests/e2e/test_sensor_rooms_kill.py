@@ -18,10 +18,10 @@ from aiokafka.structs import ConsumerRecord
 from agents.sensor_rooms import UNKNOWN_ROOM
 from service.kafka_clients import connection_kwargs
 from service.settings import Settings
-from service.simulator.rooms import room_of
 from tests.support.kafka import create_topics, produce, read_all, unique_settings, wait_until
 from tests.support.processes import WorkerProcess
 from tests.support.rooms import RoomService
+from tools.simulator.rooms import room_of
 
 pytestmark = pytest.mark.e2e
 

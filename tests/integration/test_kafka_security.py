@@ -94,7 +94,7 @@ async def test_a_worker_and_the_simulator_run_over_sasl_ssl(
     worker = WorkerProcess(settings, tmp_path / "worker.log")
     try:
         worker.wait_ready(timeout_s=120)
-        simulate = [sys.executable, "-m", "service", "simulate", "--count", "600", "--fast"]
+        simulate = [sys.executable, "-m", "tools", "simulate", "--count", "600", "--fast"]
         simulate += ["--sensors", "5", "--no-thresholds", "--seed", "7"]
         result = await asyncio.to_thread(
             subprocess.run,

@@ -18,9 +18,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from service import localkafka
 from service.errors import LocalKafkaError
 from service.settings import load_settings
+from tools import localkafka
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +93,7 @@ async def test_transactions_commit_and_abort_with_replication_factor_1(
 
 def test_status_exit_code_says_whether_eddys_broker_runs() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "service", "kafka", "status"],
+        [sys.executable, "-m", "tools", "kafka", "status"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

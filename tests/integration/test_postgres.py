@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from agents.postgres_sink import TABLES, WindowAverage, sensor_sink
+from service.pipeline.pgmigrate import SENSOR_SINK, migrate, quote
 from service.pipeline.pgsink import PostgresSink, SinkLogic
-from service.postgres.migrations import SENSOR_SINK, migrate, quote
 from tests.support.fakes import CollectingOutput, FakeRecord
 from tests.support.postgres import fresh_schema, postgres_dsn, rows_of  # noqa: F401
 

@@ -15,10 +15,10 @@ import pytest
 
 from agents.sensor_rooms import UNKNOWN_ROOM
 from service.settings import Settings
-from service.simulator.rooms import room_of
 from service.worker import Worker
 from tests.support.kafka import create_topics, produce, read_all, unique_settings
 from tests.support.rooms import RoomService, readings
+from tools.simulator.rooms import room_of
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service import localkafka
+from tools import localkafka
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,11 +1,11 @@
 """An offline recomputation of windowed averages, written independently of Eddy's
 operator: per input partition, in arrival order, with the seeds' watermark rule.
 
-The implementation lives in ``service.chaos.recompute`` (the chaos harness uses it
+The implementation lives in ``tools.chaos.recompute`` (the chaos harness uses it
 too); this module keeps the tests' import path."""
 
 from __future__ import annotations
 
-from service.chaos.recompute import Expected, expected_windows, windows_by_partition
+from tools.chaos.recompute import Expected, expected_windows, windows_by_partition
 
 __all__ = ["Expected", "expected_windows", "windows_by_partition"]

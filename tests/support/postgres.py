@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from service import postgres
-from service.postgres.migrations import quote
+from service.pipeline.pgmigrate import quote
+from tools import postgres
 
 
 @pytest.fixture(scope="session")

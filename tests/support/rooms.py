@@ -1,4 +1,4 @@
-"""The room lookup service as a process (``python -m service rooms``), for tests."""
+"""The room lookup service as a process (``python -m tools rooms``), for tests."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class RoomService:
         self._log = log_path.open("ab")
         args = ["--port", str(self.port), "--latency-ms", str(latency_ms)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service", "rooms", *args, "--jitter-ms", str(jitter_ms)],
+            [sys.executable, "-m", "tools", "rooms", *args, "--jitter-ms", str(jitter_ms)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )

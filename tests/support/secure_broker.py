@@ -2,7 +2,7 @@
 
 It runs beside the shared local broker, never instead of it: its own directory,
 its own free ports, its own logs. It borrows only the jars that
-``service.localkafka`` fetched and its ``java`` command line. The CA and the
+``tools.localkafka`` fetched and its ``java`` command line. The CA and the
 broker's key are made with the JDK's keytool, as an operator without openssl would.
 """
 
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from service import localkafka
-from service.localkafka import broker
-from service.localkafka.config import Layout, java_command, layout, render_log_config
 from tests.support.processes import free_port
+from tools import localkafka
+from tools.localkafka import broker
+from tools.localkafka.config import Layout, java_command, layout, render_log_config
 
 HOST = "127.0.0.1"
 STORE_PASSWORD = "throwaway-store-pass"

@@ -1,10 +1,10 @@
-"""``python -m service chaos``: options parse, and bad ones fail in one line."""
+"""``python -m tools chaos``: options parse, and bad ones fail in one line."""
 
 from __future__ import annotations
 
 import pytest
 
-from service.cli import build_parser, main
+from tools.cli import build_parser, main
 
 
 def test_the_chaos_command_parses_the_long_run_and_latency_options() -> None:

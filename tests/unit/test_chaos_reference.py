@@ -9,17 +9,18 @@ from typing import Any
 
 import orjson
 
-from service.chaos import streams, workload
-from service.chaos.recompute_reference import (
+from service.queries import partition_for
+from tools.chaos import streams, workload
+from tools.chaos.recompute_reference import (
     expected_alerts,
     expected_checks,
     expected_hashtags,
     final_thresholds,
     tags_of,
 )
-from service.chaos.recompute_windows import expected_counts, expected_powerups
-from service.chaos.verify import Check, Rec, check_dead_letters
-from service.chaos.verify_reference import (
+from tools.chaos.recompute_windows import expected_counts, expected_powerups
+from tools.chaos.verify import Check, Rec, check_dead_letters
+from tools.chaos.verify_reference import (
     check_alerts,
     check_counts,
     check_emitted,
@@ -27,8 +28,7 @@ from service.chaos.verify_reference import (
     check_powerups,
     rest_windows_of,
 )
-from service.chaos.workload import KIND_HEADER, MALFORMED
-from service.queries import partition_for
+from tools.chaos.workload import KIND_HEADER, MALFORMED
 
 T0 = 1_800_000_000_000  # on a whole hour
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from service.chaos import workload
-from service.chaos.errors import ChaosError, ReplayError
-from service.chaos.recompute import expected_windows
-from service.chaos.schedule import (
+from tools.chaos import workload
+from tools.chaos.errors import ChaosError, ReplayError
+from tools.chaos.recompute import expected_windows
+from tools.chaos.schedule import (
     ALL_KINDS,
     FaultKind,
     RunConfig,

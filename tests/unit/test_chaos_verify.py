@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from service.chaos.recompute import checker_aggregates
-from service.chaos.verify import (
+from tools.chaos.recompute import checker_aggregates
+from tools.chaos.verify import (
     Check,
     Rec,
     check_aggregates,
@@ -32,7 +32,7 @@ from service.chaos.verify import (
     same_windows,
     sensor_expectation,
 )
-from service.chaos.workload import KIND_HEADER, MALFORMED
+from tools.chaos.workload import KIND_HEADER, MALFORMED
 
 BAD = ((KIND_HEADER, MALFORMED),)
 SIZE = 5_000

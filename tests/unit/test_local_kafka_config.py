@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from service import localkafka
 from service.errors import LocalKafkaError
-from service.localkafka.config import (
+from tools import localkafka
+from tools.localkafka.config import (
     BROKER_JVM,
     DEFAULT_VERSION,
     HOME_ENV,

@@ -13,11 +13,11 @@ import pytest
 
 from agents.postgres_sink import TABLES, WindowAverage, build
 from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK
+from service.pipeline.pgmigrate import SENSOR_SINK, lock_key
 from service.pipeline.pgsink import PostgresSink, SinkLogic
-from service.postgres import server
-from service.postgres.migrations import SENSOR_SINK, lock_key
 from service.settings import load_settings
 from tests.support.fakes import CollectingOutput, FakeRecord
+from tools.postgres import server
 
 WINDOWS, LATEST = TABLES
 

@@ -20,10 +20,10 @@ from aiokafka.errors import KafkaTimeoutError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.cli import build_parser
+from tools.cli import build_parser
 from service.errors import BrokerUnavailableError, ConfigError
 from service.settings import load_settings
-from service.simulator import (
+from tools.simulator import (
     Delivery,
     SimulationConfig,
     SimulationStats,
@@ -31,8 +31,8 @@ from service.simulator import (
     produce,
     run_cli,
 )
-from service.simulator.command import summary
-from service.simulator.generator import MAX_TEMPERATURE_F, MIN_TEMPERATURE_F
+from tools.simulator.command import summary
+from tools.simulator.generator import MAX_TEMPERATURE_F, MIN_TEMPERATURE_F
 
 START_MS = 1_700_000_000_000
 

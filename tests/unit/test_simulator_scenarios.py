@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from service.errors import ConfigError
 from service.records import GameEvent, Tweet, VehicleSpeed, decode_model
-from service.simulator import (
+from tools.simulator import (
     GameConfig,
     Scheduled,
     Stream,
@@ -31,8 +31,8 @@ from service.simulator import (
     generate_tweets,
     generate_vehicles,
 )
-from service.simulator.producer import encode
-from service.simulator.tweets import HASHTAGS
+from tools.simulator.producer import encode
+from tools.simulator.tweets import HASHTAGS
 
 START_MS = 1_700_000_000_123
 Timeline = list[Scheduled[Any]]

@@ -1,0 +1,134 @@
+"""``python -m tools chaos [run|latency] ...``: the chaos harness's command line.
+
+Only argparse at import time: ``service.cli`` builds this parser for ``--help``
+and imports the harness itself when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """examples:
+  python -m tools chaos --seed 7                       one exactly-once run, every fault kind
+  python -m tools chaos --seeds 20                     seeds 1..20 (make chaos)
+  python -m tools chaos --guarantee at_least_once --faults kill --faults-per-kind 3 \\
+      --expect-duplicates                                the negative control
+  python -m tools chaos --replay .eddy/chaos/<run>/schedule.json
+  python -m tools chaos latency --commit-interval-ms 100 1000
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "mode", nargs="?", choices=["run", "latency"], default="run",
+        help="run: faults + verification (default); latency: the latency floor per commit interval",
+    )  # fmt: skip
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, default=None, help="one run with this seed")
+    seeds.add_argument("--seeds", type=int, default=None, help="N runs: seeds 1..N")
+    seeds.add_argument("--replay", default=None, help="re-run a run's schedule.json exactly")
+    parser.add_argument("--first-seed", type=int, default=1, help="first seed of --seeds")
+    parser.add_argument("--records", type=int, default=20_000, help="checker records per run")
+    parser.add_argument("--keys", type=int, default=500, help="checker keys")
+    parser.add_argument("--readings", type=int, default=10_000, help="sensor readings per run")
+    parser.add_argument("--sensors", type=int, default=20, help="sensors")
+    parser.add_argument("--workers", type=int, default=2, help="workers at the start")
+    parser.add_argument("--faults", default="all", help="all, or a list: kill,term,zombie,...")
+    parser.add_argument("--faults-per-kind", type=int, default=1, help="faults of each kind")
+    parser.add_argument(
+        "--guarantee", choices=["exactly_once", "at_least_once"], default="exactly_once"
+    )
+    parser.add_argument(
+        "--expect-duplicates", action="store_true",
+        help="negative control: succeed only if duplicates are found",
+    )  # fmt: skip
+    parser.add_argument(
+        "--commit-interval-ms", type=int, nargs="+", default=None,
+        help="EDDY_COMMIT_INTERVAL_MS (run: 100; latency: 100 1000, side by side)",
+    )  # fmt: skip
+    parser.add_argument("--session-timeout-ms", type=int, default=6_000)
+    parser.add_argument(
+        "--duration", type=float, default=0.0,
+        help="seconds to produce the input over (default: about 8 s per fault)",
+    )  # fmt: skip
+    parser.add_argument("--keep-topics", action="store_true", help="keep a passing run's topics")
+    parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing seed")
+    parser.add_argument("--out", default=".eddy/chaos", help="folder for the run folders")
+    parser.add_argument("--rate", type=float, default=200.0, help="latency: records per second")
+    parser.add_argument("--seconds", type=float, default=15.0, help="latency: seconds per interval")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Exit 0 only if every run passed (clean, or duplicates found with
+    ``--expect-duplicates``); 1 if a run failed; 2 for a usage error (EddyError)."""
+    import asyncio
+    import logging
+    from dataclasses import replace
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from tools.chaos.errors import ChaosError
+    from tools.chaos.report import render, render_summary
+    from tools.chaos.runner import run_chaos
+    from tools.chaos.schedule import RunConfig, load, make_schedule, parse_kinds
+
+    # Their INFO lines would bury the progress display; aiokafka's connection ERRORs
+    # while the broker is down by design are expected, and the harness checks results.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("service.topics").setLevel(logging.WARNING)
+    console = Console()
+    intervals = args.commit_interval_ms
+    if args.mode == "latency":
+        from tools.chaos.latency import measure, render_latency
+
+        rows = asyncio.run(measure(intervals or [100, 1000], args.rate, args.seconds, console))
+        render_latency(rows, console)
+        return 0
+    if intervals is not None and len(intervals) != 1:
+        raise ChaosError("a chaos run takes one --commit-interval-ms")
+    if args.replay:
+        schedules = [load(Path(args.replay))]
+        console.print(f"replaying {args.replay}", markup=False)
+    else:
+        seeds = (
+            [args.seed if args.seed is not None else args.first_seed]
+            if args.seeds is None
+            else list(range(args.first_seed, args.first_seed + args.seeds))
+        )
+        base = RunConfig(
+            seed=seeds[0],
+            records=args.records,
+            keys=args.keys,
+            readings=args.readings,
+            sensors=args.sensors,
+            workers=args.workers,
+            kinds=parse_kinds(args.faults),
+            faults_per_kind=args.faults_per_kind,
+            guarantee=args.guarantee,
+            commit_interval_ms=intervals[0] if intervals else 100,
+            session_timeout_ms=args.session_timeout_ms,
+            duration_s=args.duration,
+        )
+        schedules = [make_schedule(replace(base, seed=seed)) for seed in seeds]
+    results = []
+    for schedule in schedules:
+        result = asyncio.run(
+            run_chaos(
+                schedule,
+                expect_duplicates=args.expect_duplicates,
+                root=Path(args.out),
+                console=console,
+                keep_topics=args.keep_topics,
+            )
+        )
+        render(result, console)
+        results.append(result)
+        if args.fail_fast and not result.passed:
+            break
+    if len(results) > 1:
+        render_summary(results, console)
+    return 0 if all(r.passed for r in results) else 1

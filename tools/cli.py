@@ -1,0 +1,185 @@
+"""Developer tools: ``python -m tools <command>``.
+
+The local broker and PostgreSQL, the simulator and the room service, ``make run``'s
+launcher and the exactly-once chaos harness. None of it runs in production and
+nothing under ``service/``, ``agents/``, ``tables/`` or ``api/`` imports it; the
+wheel and the image leave this folder out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from service.cli import bounded
+from service.errors import EddyError
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    from tools.localkafka.cli import run
+
+    return run(args)
+
+
+def _postgres(args: argparse.Namespace) -> int:
+    from tools.postgres.cli import run
+
+    return run(args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from tools.simulator import run_cli
+
+    return run_cli(args)
+
+
+def _rooms(args: argparse.Namespace) -> int:
+    from tools.simulator.rooms import Knobs, serve
+
+    knobs = Knobs(int(args.latency_ms), int(args.jitter_ms), args.failure_rate, args.seed)
+    serve(args.host, int(args.port), knobs)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tools.launcher import run_cli
+
+    return run_cli(args)
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    from tools.chaos.cli import run_cli
+
+    return run_cli(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools",
+        description="Eddy's developer tools: local servers, the simulator, make run, chaos.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    kafka = commands.add_parser("kafka", help="fetch, start, stop the local Kafka broker")
+    kafka.add_argument("action", choices=["fetch", "start", "stop", "status"])
+    kafka.set_defaults(handler=_kafka)
+
+    postgres = commands.add_parser(
+        "postgres", help="start, stop the local PostgreSQL; migrate the sink's schema"
+    )
+    postgres.add_argument("action", choices=["start", "stop", "status", "migrate"])
+    postgres.set_defaults(handler=_postgres)
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="produce simulated records: sensors (+ thresholds), vehicles, tweets, game",
+        description="Send simulated records to Kafka, paced to the wall clock (event time "
+        "follows it) unless --fast. Scenarios run concurrently; --count bounds each "
+        "scenario's main stream (readings, OBD records, tweets, game events).",
+    )
+    simulate.add_argument(
+        "--scenario",
+        default="sensors",
+        help="comma-separated: sensors, vehicles, tweets, game, thresholds, or all "
+        "(thresholds come with sensors; default: %(default)s)",
+    )
+    simulate.add_argument(
+        "--sensors", type=int, default=10, help="sensors: number of sensors (%(default)s)"
+    )
+    simulate.add_argument(
+        "--rate", type=float, default=100.0, help="sensors: readings/s (%(default)s)"
+    )
+    simulate.add_argument(
+        "--no-thresholds", action="store_true", help="sensors: send no threshold updates"
+    )
+    simulate.add_argument(
+        "--vehicles", type=int, default=5, help="vehicles: how many (%(default)s)"
+    )
+    simulate.add_argument(
+        "--users", type=int, default=50, help="tweets: number of users (%(default)s)"
+    )
+    simulate.add_argument(
+        "--tweet-rate", type=float, default=20.0, help="tweets: tweets per second (%(default)s)"
+    )
+    simulate.add_argument(
+        "--teams", type=int, default=4, help="game: number of teams (%(default)s)"
+    )
+    simulate.add_argument(
+        "--players", type=int, default=5, help="game: players per team (%(default)s)"
+    )
+    simulate.add_argument(
+        "--seed", type=int, default=None, help="makes the run repeatable (random if unset)"
+    )
+    simulate.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="stop each scenario after N main-stream records (default: endless)",
+    )
+    simulate.add_argument("--duration", type=float, default=None, help="stop after N seconds")
+    simulate.add_argument(
+        "--start-ms", type=int, default=None, help="event time of the start (default: now)"
+    )
+    simulate.add_argument(
+        "--fast", action="store_true", help="send as fast as possible (no real-time pacing)"
+    )
+    simulate.set_defaults(handler=_simulate)
+
+    rooms = commands.add_parser(
+        "rooms",
+        help="serve the sensor-to-room lookup that sensor_rooms enriches readings from",
+        description="GET /rooms/<sensor_id> -> {sensor_id, room}; 404 for sensors it does "
+        "not know (every 13th); GET /stats counts requests and the most in flight.",
+    )
+    rooms.add_argument("--host", default="127.0.0.1", help="address (%(default)s)")
+    rooms.add_argument(
+        "--port", type=bounded(int, 0, 65_535), default=8090, help="port (%(default)s)"
+    )
+    rooms.add_argument(
+        "--latency-ms",
+        type=bounded(int, 0, 600_000),
+        default=10,
+        help="delay of every answer (%(default)s)",
+    )
+    rooms.add_argument(
+        "--jitter-ms",
+        type=bounded(int, 0, 600_000),
+        default=0,
+        help="extra random delay, up to (%(default)s)",
+    )
+    rooms.add_argument(
+        "--failure-rate",
+        type=bounded(float, 0, 1),
+        default=0.0,
+        help="share of 503 answers (%(default)s)",
+    )
+    rooms.add_argument("--seed", type=int, default=0, help="seeds jitter and failures")
+    rooms.set_defaults(handler=_rooms)
+
+    run = commands.add_parser("run", help="worker + simulator + live status (make run)")
+    run.add_argument("--duration", type=float, default=None, help="stop after N seconds")
+    run.add_argument("--rate", type=float, default=100.0, help="simulated readings per second")
+    run.set_defaults(handler=_run)
+
+    from tools.chaos.cli import add_arguments  # argparse only: --help stays fast
+
+    chaos = commands.add_parser("chaos", help="exactly-once chaos runs: faults + verification")
+    add_arguments(chaos)
+    chaos.set_defaults(handler=_chaos)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args.handler(args))
+    except EddyError as exc:
+        print(f"eddy: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

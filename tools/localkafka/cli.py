@@ -1,0 +1,54 @@
+"""``python -m tools kafka fetch|start|stop|status`` (``make kafka-*``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from service.settings import load_settings
+from tools import localkafka
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit codes: 0 done (start/stop are no-ops when nothing is to do); status
+    returns 1 when eddy's broker is not running, so scripts can test it."""
+    console = Console()
+    action: str = args.action
+    if action == "fetch":
+        lib = localkafka.fetch(console=console)
+        console.print(f"Kafka jars: {lib}", markup=False, highlight=False, soft_wrap=True)
+    elif action == "start":
+        localkafka.ensure_running(console=console)
+    elif action == "stop":
+        localkafka.stop(console=console)
+    elif action == "status":
+        return _status(console)
+    else:  # argparse's choices make this unreachable from the command line
+        raise ValueError(f"unknown kafka action {action!r}")
+    return 0
+
+
+def _status(console: Console) -> int:
+    state = localkafka.status()
+    if state.running:
+        headline = "running" + ("" if state.ready else " (not answering yet)")
+    elif state.external:
+        headline = "not running (another Kafka broker, not eddy's, answers on the port)"
+    else:
+        headline = "not running"
+    rows = [
+        ("Kafka", headline),
+        ("version", state.version),
+        ("pid", str(state.pid) if state.pid else "-"),
+        ("bootstrap", state.bootstrap),
+        ("data dir", str(state.data_dir)),
+    ]
+    settings = load_settings()
+    if not settings.uses_local_broker:
+        rows.append(
+            ("note", f"EDDY_BOOTSTRAP_SERVERS={settings.bootstrap_servers}: eddy uses that")
+        )
+    for name, value in rows:
+        console.print(f"{name:<10} {value}", markup=False, highlight=False, soft_wrap=True)
+    return 0 if state.running else 1

@@ -1,44 +1,37 @@
-"""Eddy's pipelines, one module each. ``build_pipelines`` is what a worker runs.
+"""The reference app: the book's applications as Eddy agents, one module each,
+written only with the public API (``from service import ...``).
 
-``EDDY_PIPELINES`` picks from :data:`PIPELINES` (all reference pipelines by
-default). A name maps to ``module:function``; the function builds the pipeline
-from the settings.
+``eddy worker`` runs it by default (``--app agents:app``). ``sensor_rooms``,
+``postgres_sink`` and ``eos_checker`` need a service of their own, or are for
+the chaos harness: they run only when ``EDDY_AGENTS`` names them.
 """
 
-from __future__ import annotations
+from agents import (
+    eos_checker,
+    hashtags,
+    postgres_sink,
+    routes,
+    sensor_alerts,
+    sensor_averages,
+    sensor_counts,
+    sensor_minmax,
+    sensor_rooms,
+    team_powerups,
+    vehicle_speed,
+)
+from agents.app import app
 
-from collections.abc import Callable
-from importlib import import_module
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from service.pipeline.base import Pipeline
-    from service.settings import Settings
-
-PIPELINES = {
-    "sensor_averages": "agents.sensor_averages:build",
-    "sensor_minmax": "agents.sensor_minmax:build",
-    "sensor_alerts": "agents.sensor_alerts:build",
-    "sensor_counts": "agents.sensor_counts:build",
-    "vehicle_speed": "agents.vehicle_speed:build",
-    "hashtags": "agents.hashtags:build_extract",
-    "hashtag_counts": "agents.hashtags:build_counts",
-    "team_powerups": "agents.team_powerups:build",
-    "eos_checker": "agents.eos_checker:build",
-    "sensor_rooms": "agents.sensor_rooms:build",
-    "postgres_sink": "agents.postgres_sink:build",
-}
-
-# Pipelines that need a service besides Kafka (the room lookup, PostgreSQL): not
-# in the default set, not in the synchronous replay; make run starts their services.
-EXTERNAL = frozenset({"sensor_rooms", "postgres_sink"})
-
-
-def builder(name: str) -> Callable[[Settings], Pipeline]:
-    module, _, function = PIPELINES[name].partition(":")
-    build: Callable[[Settings], Pipeline] = getattr(import_module(module), function)
-    return build
-
-
-def build_pipelines(settings: Settings) -> list[Pipeline]:
-    return [builder(name)(settings) for name in settings.pipelines]
+__all__ = [
+    "app",
+    "eos_checker",
+    "hashtags",
+    "postgres_sink",
+    "routes",
+    "sensor_alerts",
+    "sensor_averages",
+    "sensor_counts",
+    "sensor_minmax",
+    "sensor_rooms",
+    "team_powerups",
+    "vehicle_speed",
+]

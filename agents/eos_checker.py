@@ -1,5 +1,5 @@
-"""The exactly-once checker (docs/eos-verification.md): per key, a running
-count/sum/min and the last sequence number, with every effect made visible.
+"""The exactly-once checker: per key, a running count/sum/min and the last
+sequence number, with every effect made visible.
 
 For each input ``{id, key, seq, amount}`` it emits the record's id and source
 position (``echo``), the aggregate after it (``agg``), and an alert when the
@@ -10,16 +10,13 @@ from the input, and no alert, whatever failed on the way.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from service.eventtime.process import Context
-from service.pipeline.keyed import Input, KeyedProcess
-from service.settings import Settings
-from tables.schema import StateSchema
-
-NAME = "eos_checker"
+from agents.app import app
+from agents.settings import CheckerSettings
+from service import Context, Topic, ValueState
 
 
 class CheckerRecord(BaseModel):
@@ -31,39 +28,50 @@ class CheckerRecord(BaseModel):
     amount: StrictInt
 
 
+class Aggregate(BaseModel):
+    count: int = 0
+    sum: int = 0
+    min: int | None = None
+    last_seq: int = -1
+
+
+AGG = ValueState("agg", Aggregate)
+
+
 class Checker:
-    def process_element(self, value: dict[str, Any], ctx: Context) -> None:
-        state = ctx.state.value("agg")
-        agg = state.get() or {"count": 0, "sum": 0, "min": None, "last_seq": -1}
-        if value["seq"] != agg["last_seq"] + 1:
-            alert = {"key": value["key"], "seq": value["seq"], "last_seq": agg["last_seq"]}
-            ctx.output(alert, output="alerts")
-        low = value["amount"] if agg["min"] is None else min(agg["min"], value["amount"])
-        agg = {
-            "count": agg["count"] + 1,
-            "sum": agg["sum"] + value["amount"],
-            "min": low,
-            "last_seq": value["seq"],
-        }
+    def __init__(self, topics: dict[str, Topic[object]]) -> None:
+        self.echo, self.agg, self.alerts = topics["echo"], topics["agg"], topics["alerts"]
+
+    def process_element(self, value: CheckerRecord, ctx: Context) -> None:
+        state = ctx.state(AGG)
+        agg = state.get() or Aggregate()
+        if value.seq != agg.last_seq + 1:
+            alert = {"key": value.key, "seq": value.seq, "last_seq": agg.last_seq}
+            ctx.send(self.alerts, alert)
+        low = value.amount if agg.min is None else min(agg.min, value.amount)
+        agg = Aggregate(
+            count=agg.count + 1, sum=agg.sum + value.amount, min=low, last_seq=value.seq
+        )
         state.set(agg)
         assert ctx.source is not None
         _, partition, offset = ctx.source
-        ctx.output({"id": value["id"], "partition": partition, "offset": offset}, output="echo")
-        ctx.output({"key": value["key"], "seq": value["seq"], **agg}, output="agg")
+        ctx.send(self.echo, {"id": value.id, "partition": partition, "offset": offset})
+        ctx.send(self.agg, {"key": value.key, "seq": value.seq, **agg.model_dump()})
 
 
-def topics(settings: Settings) -> dict[str, str]:
-    prefix = settings.checker_topic_prefix
-    return {name: f"{prefix}{name}" for name in ("input", "echo", "agg", "alerts")}
+def checker_topics(prefix: str) -> dict[str, Topic[object]]:
+    topics: dict[str, Topic[object]] = {
+        name: Topic(f"{prefix}{name}") for name in ("echo", "agg", "alerts")
+    }
+    topics["input"] = Topic(f"{prefix}input", CheckerRecord, key="key")
+    return topics
 
 
-def build(settings: Settings) -> KeyedProcess:
-    names = topics(settings)
-    source = Input(names.pop("input"), CheckerRecord, key=lambda r: r.key)
-    return KeyedProcess(
-        name=NAME,
-        inputs=[source],
-        function=Checker(),
-        outputs=names,
-        states={"agg": StateSchema()},
+@app.define(settings=CheckerSettings, default=False)
+def eos_checker(s: CheckerSettings) -> None:
+    topics = checker_topics(s.checker_topic_prefix)
+    side = {name: topics[name] for name in ("echo", "agg", "alerts")}
+    # Everything goes out through ctx.send; the chain still names a main output.
+    app.stream(topics["input"]).process(Checker(topics), states=[AGG], side_outputs=side).to(
+        topics["agg"]
     )

@@ -1,9 +1,10 @@
-"""sensor_averages' window results, upserted into PostgreSQL (issue #12).
+"""sensor_averages' window results, upserted into PostgreSQL.
 
 Reads ``sensor-averages`` and keeps two tables in ``EDDY_POSTGRES_SCHEMA``:
 ``sensor_window_averages`` (one row per sensor and window; an ``update`` of a
 window replaces its ``first`` row) and ``sensor_latest`` (per sensor, the window
-with the greatest start). Migrations: :data:`service.pipeline.pgmigrate.SENSOR_SINK`.
+with the greatest start). Each upsert is idempotent, so a replay after a crash
+writes the same rows again: exactly-once without two-phase commit.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from service.pipeline.pgmigrate import SENSOR_SINK
-from service.pipeline.pgsink import PostgresSink, Upsert
-from service.settings import Settings
+from agents.app import app
+from agents.settings import SinkSettings
+from service import Migration, PostgresUpsert, Topic, Upsert
 
-NAME = "postgres_sink"
 COLUMNS = (
     "sensor_id",
     "window_start_ms",
@@ -36,6 +36,38 @@ TABLES = (
     Upsert("sensor_latest", COLUMNS, key=("sensor_id",), version=("window_start_ms", "count")),
 )
 
+# The sink's tables. No wall-clock
+# columns: after a crash and replay the rows must equal a run without faults.
+SENSOR_SINK: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "sensor window averages and latest stats per sensor",
+        """
+        CREATE TABLE {schema}.sensor_window_averages (
+            sensor_id text NOT NULL,
+            window_start_ms bigint NOT NULL,
+            window_end_ms bigint NOT NULL,
+            count bigint NOT NULL,
+            avg double precision NOT NULL,
+            min double precision NOT NULL,
+            max double precision NOT NULL,
+            timing text NOT NULL,
+            PRIMARY KEY (sensor_id, window_start_ms)
+        );
+        CREATE TABLE {schema}.sensor_latest (
+            sensor_id text PRIMARY KEY,
+            window_start_ms bigint NOT NULL,
+            window_end_ms bigint NOT NULL,
+            count bigint NOT NULL,
+            avg double precision NOT NULL,
+            min double precision NOT NULL,
+            max double precision NOT NULL,
+            timing text NOT NULL
+        );
+        """,
+    ),
+)
+
 
 class WindowAverage(BaseModel):
     """One record of ``sensor-averages`` (agents/sensor_averages.py)."""
@@ -52,29 +84,23 @@ class WindowAverage(BaseModel):
     timing: Literal["first", "update"]
 
 
-def build(settings: Settings) -> PostgresSink:
-    if settings.postgres_dsn is None:  # the settings refuse this; kept for the type checker
-        raise ValueError("postgres_sink needs EDDY_POSTGRES_DSN")
-    return sensor_sink(
-        settings.postgres_dsn.get_secret_value(),
-        settings.postgres_schema,
-        source=settings.averages_topic,
-        max_batch_rows=settings.sink_max_batch_rows,
-    )
+WINDOW_AVERAGES = Topic("sensor-averages", WindowAverage, key="sensor_id")
 
 
-def sensor_sink(
-    dsn: str, schema: str, *, source: str = "sensor-averages", max_batch_rows: int = 5_000
-) -> PostgresSink:
-    """The sink of window averages into ``schema`` (also what the tests and the
-    benchmark write through)."""
-    return PostgresSink(
-        name=NAME,
-        source=source,
-        value_type=WindowAverage,
-        tables=TABLES,
+def upsert_to(dsn: str, schema: str, *, max_batch_rows: int = 5_000) -> PostgresUpsert:
+    """Where the sink writes (also what the tests and the benchmark write through)."""
+    return PostgresUpsert(
         dsn=dsn,
         schema=schema,
+        tables=TABLES,
         migrations=SENSOR_SINK,
         max_batch_rows=max_batch_rows,
     )
+
+
+@app.define(settings=SinkSettings, default=False)
+def postgres_sink(s: SinkSettings) -> None:
+    target = upsert_to(
+        s.postgres_dsn.get_secret_value(), s.postgres_schema, max_batch_rows=s.sink_max_batch_rows
+    )
+    app.stream(WINDOW_AVERAGES).sink(target)

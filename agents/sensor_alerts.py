@@ -1,6 +1,7 @@
-"""Sensor alerts (the seeds' E5, E6, E14, E15 in one keyed function).
+"""Sensor alerts: the book's process-function examples in one keyed function
+with a broadcast input.
 
-Per sensor, in one keyed process function with a broadcast input:
+Per sensor:
 
 * ``rising``: the temperature rose monotonically for 1 s of processing time
   (a processing-time timer, deleted when the temperature drops);
@@ -11,46 +12,56 @@ Per sensor, in one keyed process function with a broadcast input:
 * all of a sensor's state is cleared 1 h (event time) after its last reading,
   so sensors that go away do not leak state.
 
-The latest alerts per sensor stay in state for ``GET /sensors/{id}/alerts``.
+The latest alerts and the last temperature per sensor are queryable.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from service.eventtime import BoundedOutOfOrderness
-from service.eventtime.process import BroadcastContext, Context
-from service.pipeline.keyed import Input, KeyedProcess
-from service.records import SensorReading, ThresholdUpdate
-from service.settings import Settings
-from tables.schema import StateSchema
+from pydantic import BaseModel
 
-NAME = "sensor_alerts"
+from agents.app import app
+from agents.records import SensorReading, ThresholdUpdate
+from agents.settings import SensorSettings
+from agents.topics import ALERTS, READINGS, THRESHOLDS
+from service import BoundedOutOfOrderness, BroadcastContext, Context, ListState, ValueState
+
 FREEZING_F = 32.0
 RISE_MS = 1_000
 CLEAN_AFTER_MS = 3_600_000
 RECENT = 20
 
 
-# Found by name when resuming from a savepoint (docs/savepoints.md).
-STATES = {
-    name: StateSchema()
-    for name in ("last_temp", "rise_timer", "clean_timer", "recent", "broadcast.thresholds")
-}
+class Alert(BaseModel):
+    sensor_id: str
+    kind: str
+    message: str
+    timestamp_ms: int | None = None
+    temperature: float | None = None
+    diff: float | None = None
+    threshold: float | None = None
+
+
+LAST_TEMP = ValueState("last_temp", float, queryable=True)
+RISE_TIMER = ValueState("rise_timer", int)
+CLEAN_TIMER = ValueState("clean_timer", int)
+RECENT_ALERTS = ListState("recent", Alert, queryable=True)
+STATES = (LAST_TEMP, RISE_TIMER, CLEAN_TIMER, RECENT_ALERTS)
 
 
 class SensorAlerts:
-    def process_broadcast_element(self, update: dict[str, Any], ctx: BroadcastContext) -> None:
+    def process_broadcast_element(self, update: ThresholdUpdate, ctx: BroadcastContext) -> None:
         thresholds = ctx.broadcast_state("thresholds")
-        if update["threshold"] != 0.0:
-            thresholds[update["sensor_id"]] = update["threshold"]
+        if update.threshold != 0.0:
+            thresholds[update.sensor_id] = update.threshold
         else:
-            thresholds.pop(update["sensor_id"], None)
+            thresholds.pop(update.sensor_id, None)
         ctx.save_broadcast("thresholds", thresholds)
 
-    def process_element(self, reading: dict[str, Any], ctx: Context) -> None:
-        temperature = reading["temperature"]
-        last_temp = ctx.state.value("last_temp")
+    def process_element(self, reading: SensorReading, ctx: Context) -> None:
+        temperature = reading.temperature
+        last_temp = ctx.state(LAST_TEMP)
         previous = last_temp.get()
         last_temp.set(temperature)
         self._expire_later(ctx)
@@ -67,31 +78,31 @@ class SensorAlerts:
 
     def on_timer(self, timestamp_ms: int, ctx: Context) -> None:
         if ctx.time_domain == "event_time":  # an hour without readings: forget the sensor
-            pending = ctx.state.value("rise_timer").get()
+            pending = ctx.state(RISE_TIMER).get()
             if pending is not None:
                 ctx.timer_service.delete_processing_time_timer(pending)
-            for name in ("last_temp", "rise_timer", "clean_timer", "recent"):
-                ctx.state.value(name).clear()
+            for state in STATES:
+                ctx.state(state).clear()
             return
-        ctx.state.value("rise_timer").clear()
+        ctx.state(RISE_TIMER).clear()
         message = f"Temperature of sensor '{ctx.key}' monotonically increased for 1 second."
         self._alert(ctx, "rising", message, None)
 
     def _watch_rise(self, ctx: Context, previous: float | None, temperature: float) -> None:
-        timer = ctx.state.value("rise_timer")
+        timer = ctx.state(RISE_TIMER)
         pending = timer.get()
         if previous is None or temperature < previous:
             if pending is not None:
                 ctx.timer_service.delete_processing_time_timer(pending)
             timer.clear()
         elif temperature > previous and pending is None:
-            at = ctx.timer_service.current_processing_time_ms + RISE_MS
+            at = ctx.processing_time_ms + RISE_MS
             ctx.timer_service.register_processing_time_timer(at)
             timer.set(at)
 
     def _expire_later(self, ctx: Context) -> None:
         assert ctx.timestamp_ms is not None
-        clean = ctx.state.value("clean_timer")
+        clean = ctx.state(CLEAN_TIMER)
         pending = clean.get()
         if pending is not None:
             ctx.timer_service.delete_event_time_timer(pending)
@@ -104,37 +115,28 @@ class SensorAlerts:
         ctx: Context,
         kind: str,
         message: str,
-        reading: dict[str, Any] | None,
+        reading: SensorReading | None,
         output: str = "main",
         **extra: Any,
     ) -> None:
-        alert = {"sensor_id": ctx.key, "kind": kind, "message": message, **extra}
+        alert = Alert(sensor_id=ctx.key, kind=kind, message=message, **extra)
         if reading is not None:
-            alert["timestamp_ms"] = reading["timestamp_ms"]
-            alert["temperature"] = reading["temperature"]
-        ctx.output(alert, output=output)
-        recent = ctx.state.value("recent")
-        recent.set([*(recent.get() or [])[-(RECENT - 1) :], alert])
-
-
-def build(settings: Settings) -> KeyedProcess:
-    alerts = settings.topic("sensor-alerts")
-    return KeyedProcess(
-        name=NAME,
-        inputs=[
-            Input(
-                settings.readings_topic,
-                SensorReading,
-                key=lambda r: r.sensor_id,
-                timestamp_ms=lambda r: r.timestamp_ms,
+            alert = alert.model_copy(
+                update={"timestamp_ms": reading.timestamp_ms, "temperature": reading.temperature}
             )
-        ],
-        function=SensorAlerts(),
-        states=STATES,
-        # Freezing alarms are a side output; here they share the alerts topic.
-        outputs={"main": alerts, "freezing": alerts},
-        watermark=BoundedOutOfOrderness(bound_ms=settings.watermark_bound_ms),
-        broadcast=Input(
-            settings.topic("sensor-thresholds"), ThresholdUpdate, key=lambda u: u.sensor_id
-        ),
+        ctx.output(alert.model_dump(exclude_none=True), output=output)
+        recent = ctx.state(RECENT_ALERTS)
+        recent.update([*recent.get()[-(RECENT - 1) :], alert])
+
+
+@app.define(settings=SensorSettings)
+def sensor_alerts(s: SensorSettings) -> None:
+    (
+        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        .connect(app.broadcast(THRESHOLDS))
+        .process(SensorAlerts(), states=STATES, side_outputs={"freezing": ALERTS})
+        .to(ALERTS)
     )
+
+
+app.alias("/sensors/{key}/alerts", "/agents/sensor_alerts/state/recent/{key}")

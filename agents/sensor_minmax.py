@@ -1,46 +1,43 @@
-"""The seeds' ``MinMaxTemp`` (E4): lowest and highest temperature per sensor per
-5 s window, computed incrementally, with a process-window function that adds the
-window's end, as the book's ``HighAndLowTempProcessFunction`` does.
+"""The book's ``MinMaxTemp``: lowest and highest temperature per sensor per 5 s
+window, computed incrementally, with a process-window function that adds the
+window's end, as its ``HighAndLowTempProcessFunction`` does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from service.eventtime import BoundedOutOfOrderness, Tumbling, WindowContext, WindowSpec
-from service.eventtime.functions import MinMax
-from service.pipeline.windowed import EventTime, WindowedAggregation
-from service.records import SensorReading
-from service.settings import Settings
+from pydantic import BaseModel
 
-NAME = "sensor_minmax"
+from agents.app import app
+from agents.settings import SensorSettings
+from agents.topics import MINMAX, READINGS
+from service import BoundedOutOfOrderness, MinMax, MinMaxResult, Tumbling, WindowContext
+
+
+class MinMaxTemp(BaseModel):
+    min: float
+    max: float
+    end_ts: int
 
 
 class AddWindowEnd:
-    """Incremental min/max in, ``MinMaxTemp(id, min, max, end_ts)`` out."""
+    """Incremental min/max in, ``MinMaxTemp(min, max, end_ts)`` out."""
 
-    def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
+    def process(self, elements: Sequence[MinMaxResult], ctx: WindowContext) -> list[MinMaxTemp]:
         (low_high,) = elements
-        return [{**low_high, "end_ts": ctx.window.end_ms}]
+        return [MinMaxTemp(**low_high, end_ts=ctx.window.end_ms)]
 
 
-def build(settings: Settings) -> WindowedAggregation:
-    return WindowedAggregation(
-        name=NAME,
-        source=settings.readings_topic,
-        value_type=SensorReading,
-        event_time=EventTime(
-            key=lambda r: r.sensor_id,
-            timestamp_ms=lambda r: r.timestamp_ms,
-            watermark=BoundedOutOfOrderness(bound_ms=settings.watermark_bound_ms),
-        ),
-        window=WindowSpec(
-            Tumbling(size_ms=settings.window_size_ms),
-            aggregate=MinMax(lambda r: r.temperature),
-            process=AddWindowEnd(),
-        ),
-        sink=settings.topic("sensor-minmax"),
-        key_field="sensor_id",
-        results_retention_ms=settings.results_retention_ms,
+@app.define(settings=SensorSettings)
+def sensor_minmax(s: SensorSettings) -> None:
+    (
+        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        .window(Tumbling(size_ms=s.window_size_ms))
+        .aggregate(MinMax("temperature"), process=AddWindowEnd())
+        .to(MINMAX)
+        .queryable()
     )
+
+
+app.alias("/sensors/{key}/minmax", "/agents/sensor_minmax/windows/{key}")

@@ -7,18 +7,24 @@ answered within the timeout, gets ``UNKNOWN ROOM``.
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any
 
 import aiohttp
+from pydantic import BaseModel
 
-from service.eventtime import BoundedOutOfOrderness
-from service.pipeline.enrich import AsyncEnrichment
-from service.pipeline.keyed import Input
-from service.records import SensorReading
-from service.settings import Settings
+from agents.app import app
+from agents.records import SensorReading
+from agents.settings import RoomSettings
+from agents.topics import READINGS, ROOMS
+from service import BoundedOutOfOrderness
 
-NAME = "sensor_rooms"
 UNKNOWN_ROOM = "UNKNOWN ROOM"
+
+
+class ReadingInRoom(BaseModel):
+    sensor_id: str
+    timestamp_ms: int
+    temperature: float
+    room: str
 
 
 class RoomClient:
@@ -35,7 +41,7 @@ class RoomClient:
         self._base_url = base_url
         self._session: aiohttp.ClientSession | None = None
 
-    async def room_of(self, reading: dict[str, Any]) -> str | None:
+    async def room_of(self, reading: SensorReading) -> str | None:
         session = self._session
         if session is None or session.closed:
             # No per-request timeout: the enrichment's own timeout covers the lookup
@@ -45,7 +51,7 @@ class RoomClient:
                 connector=aiohttp.TCPConnector(limit=0),
                 timeout=aiohttp.ClientTimeout(total=None),
             )
-        async with session.get(f"/rooms/{reading['sensor_id']}") as response:
+        async with session.get(f"/rooms/{reading.sensor_id}") as response:
             if response.status == HTTPStatus.NOT_FOUND:
                 return None
             response.raise_for_status()  # 5xx: retried by the enrichment
@@ -59,28 +65,24 @@ class RoomClient:
             await session.close()
 
 
-def with_room(reading: dict[str, Any], room: Any) -> dict[str, Any]:
-    return {**reading, "room": room}
+def with_room(reading: SensorReading, room: str) -> ReadingInRoom:
+    return ReadingInRoom(**reading.model_dump(), room=room)
 
 
-def build(settings: Settings) -> AsyncEnrichment:
-    rooms = RoomClient(settings.room_service_url)
-    return AsyncEnrichment(
-        name=NAME,
-        source=Input(
-            settings.readings_topic,
-            SensorReading,
-            key=lambda r: r.sensor_id,
-            timestamp_ms=lambda r: r.timestamp_ms,
-        ),
-        lookup=rooms.room_of,
-        enrich=with_room,
-        fallback=UNKNOWN_ROOM,
-        sink=settings.topic("sensor-rooms"),
-        watermark=BoundedOutOfOrderness(bound_ms=settings.watermark_bound_ms),
-        capacity=settings.lookup_capacity,
-        timeout_ms=settings.lookup_timeout_ms,
-        retries=settings.lookup_retries,
-        ordered=settings.lookup_ordered,
-        on_close=rooms.close,
+@app.define(settings=RoomSettings, default=False)
+def sensor_rooms(s: RoomSettings) -> None:
+    rooms = RoomClient(s.room_service_url)
+    (
+        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        .enrich(
+            rooms.room_of,
+            into=with_room,
+            fallback=UNKNOWN_ROOM,
+            capacity=s.lookup_capacity,
+            timeout_ms=s.lookup_timeout_ms,
+            retries=s.lookup_retries,
+            ordered=s.lookup_ordered,
+            on_close=rooms.close,
+        )
+        .to(ROOMS)
     )

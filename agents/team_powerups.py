@@ -1,4 +1,4 @@
-"""Team power-ups (seed 000's mobile game): a team earns a power-up when its
+"""Team power-ups (the book's mobile game): a team earns a power-up when its
 players pop 500 bubbles within one event-time minute.
 
 Phones go offline in tunnels and deliver their events late, so the window keeps
@@ -10,45 +10,37 @@ most one power-up, remembered in its per-window state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from service.eventtime import BoundedOutOfOrderness, Sum, Tumbling, WindowContext, WindowSpec
-from service.pipeline.windowed import EventTime, WindowedAggregation
-from service.records import GameEvent
-from service.settings import Settings
+from pydantic import BaseModel
 
-NAME = "team_powerups"
+from agents.app import app
+from agents.topics import GAME_EVENTS, POWERUPS
+from service import BoundedOutOfOrderness, Sum, Tumbling, WindowContext
+
 WINDOW_MS = 60_000
 BUBBLES = 500
 ALLOWED_LATENESS_MS = 120_000
 
 
-class PowerUp:
-    def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
+class PowerUp(BaseModel):
+    bubbles: int
+
+
+class AwardOnce:
+    def process(self, elements: Sequence[float], ctx: WindowContext) -> list[PowerUp]:
         (bubbles,) = elements
         if bubbles < BUBBLES or ctx.window_state.get("awarded"):
             return []
         ctx.window_state["awarded"] = True
-        return [{"bubbles": bubbles}]
+        return [PowerUp(bubbles=int(bubbles))]
 
 
-def build(settings: Settings) -> WindowedAggregation:
-    return WindowedAggregation(
-        name=NAME,
-        source=settings.topic("game-events"),
-        value_type=GameEvent,
-        event_time=EventTime(
-            key=lambda e: e.team,
-            timestamp_ms=lambda e: e.ts,
-            watermark=BoundedOutOfOrderness(bound_ms=2_000),
-        ),
-        window=WindowSpec(
-            Tumbling(WINDOW_MS),
-            aggregate=Sum(lambda e: e.bubbles),
-            process=PowerUp(),
-            allowed_lateness_ms=ALLOWED_LATENESS_MS,
-        ),
-        sink=settings.topic("team-powerups"),
-        key_field="team",
-        results_retention_ms=settings.results_retention_ms,
-    )
+(
+    app.stream(GAME_EVENTS, name="team_powerups", watermark=BoundedOutOfOrderness(bound_ms=2_000))
+    .window(Tumbling(size_ms=WINDOW_MS), allowed_lateness_ms=ALLOWED_LATENESS_MS)
+    .aggregate(Sum("bubbles"), process=AwardOnce())
+    .to(POWERUPS)
+    .queryable()
+)
+
+app.alias("/teams/{key}/powerups", "/agents/team_powerups/windows/{key}")

@@ -4,37 +4,50 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request, Response
+from fastapi.routing import APIRoute
 
 from api import errors, forward
 from api.auth import require_token
 from api.backend import Backend
-from api.routes import (
-    dashboard,
-    health,
-    jobs,
-    metrics,
-    pipelines,
-    savepoints,
-    sensors,
-    snapshots,
-    state,
-    tables,
-)
+from api.routes import agents, dashboard, health, jobs, metrics, savepoints, snapshots, tables
+
+if TYPE_CHECKING:
+    from service.app.app import App
 
 # (route template, method, status, seconds): the worker records it in Prometheus.
 Observe = Callable[[str, str, int, float], None]
 
 
 def create_app(
-    backend: Backend, api_token: str | None = None, observe: Observe | None = None
+    backend: Backend,
+    api_token: str | None = None,
+    observe: Observe | None = None,
+    app: App | None = None,
 ) -> FastAPI:
-    app = FastAPI(
-        title="Eddy",
-        summary="Queries on the live state of Eddy's stream processing pipelines.",
-        version="0.1.0",
+    """The worker's API: generic routes, every agent's typed views, and the routes
+    and aliases of ``app`` (the user's app)."""
+    from service import __version__
+
+    api = FastAPI(
+        title="Eddy" if app is None else f"Eddy: {app.name}",
+        summary="Queries on the live state of an Eddy app's agents.",
+        version=__version__,
     )
+    _install(api, backend, api_token, observe, app)
+    return api
+
+
+def _install(
+    app_api: FastAPI,
+    backend: Backend,
+    api_token: str | None,
+    observe: Observe | None,
+    user_app: App | None,
+) -> None:
+    app = app_api
     app.state.backend = backend
     app.state.api_token = api_token
     errors.install(app)
@@ -44,12 +57,34 @@ def create_app(
     app.include_router(health.router)
     app.include_router(dashboard.router)
     guarded = [Depends(require_token)]
-    for module in (metrics, sensors, state, tables, pipelines, snapshots, savepoints):
+    for module in (metrics, agents, tables, snapshots, savepoints, jobs):
         app.include_router(module.router, dependencies=guarded)
-    app.include_router(jobs.router, dependencies=guarded)
+    generated = agents.install_views(app, backend.views(), guarded)
+    if user_app is not None:
+        app.include_router(user_app.router, dependencies=guarded)
+        _aliases(app, generated, user_app.aliases, guarded)
     if observe is not None:
         _time_requests(app, observe)
-    return app
+
+
+def _aliases(
+    app: FastAPI, routes: dict[str, APIRoute], aliases: dict[str, str], guard: list[Any]
+) -> None:
+    """Each alias path serves its target route (same handler, same schema)."""
+    for alias, target in aliases.items():
+        route = routes.get(target)
+        if route is None:
+            continue  # the target agent does not run on this worker
+        app.add_api_route(
+            alias,
+            route.endpoint,
+            response_model=route.response_model,
+            responses=route.responses,
+            name=f"alias:{alias}",
+            summary=f"Alias of {target}",
+            tags=["aliases"],
+            dependencies=guard,
+        )
 
 
 def _time_requests(app: FastAPI, observe: Observe) -> None:

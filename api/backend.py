@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from service.queries import StateValue, TablePage, WindowPage, WindowTop
+from service.app.plan import View
+from service.eventtime import TimeWindow
+from service.queries import Owner, StateValue, TablePage, WindowPage
 
 
 class Backend(Protocol):
@@ -17,29 +19,51 @@ class Backend(Protocol):
     def is_live(self) -> bool: ...
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        """Whether every pipeline finished restoring, and per-pipeline detail."""
+        """Whether every stage finished restoring, and per-stage detail."""
         ...
 
-    def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
-        """Raises ``service.queries.QueryError`` subclasses."""
+    def views(self) -> list[View]:
+        """What the agents on this worker serve (window results, queryable states)."""
+        ...
+
+    def agents(self) -> dict[str, list[str]]:
+        """Each agent on this worker and the stages it runs as."""
         ...
 
     def windows(
-        self, pipeline: str, key: str, from_ms: int, to_ms: int, limit: int
-    ) -> WindowPage: ...
-
-    def window_key_state(self, pipeline: str, key: str) -> StateValue: ...
-
-    def window_top(
-        self, pipeline: str, window_start_ms: int | None, size_ms: int, n: int, field: str
-    ) -> WindowTop: ...
-
-    def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
+        self,
+        agent: str,
+        key: str,
+        from_ms: int,
+        to_ms: int,
+        limit: int,
+        *,
+        newest_first: bool = False,
+    ) -> WindowPage:
         """Raises ``service.queries.QueryError`` subclasses."""
         ...
 
+    def state(self, agent: str, state: str, key: str) -> StateValue: ...
+
+    def owner(self, agent: str, key: str) -> Owner: ...
+
+    def keys(
+        self, agent: str, name: str, prefix: str, after: str | None, limit: int
+    ) -> tuple[list[str], list[int]]:
+        """Keys of a view over the partitions served here, and those partitions."""
+        ...
+
+    def window_slice(
+        self, agent: str, window_start_ms: int | None
+    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]: ...
+
+    def remote_owners(self, agent: str) -> dict[str, list[int]]:
+        """Other workers' endpoints -> partitions of ``agent`` they own ('' when a
+        partition's owner is unknown)."""
+        ...
+
     def pipelines(self) -> dict[str, list[str]]:
-        """Each pipeline on this worker with the tables its local partitions hold."""
+        """Each stage on this worker with the tables its local partitions hold."""
         ...
 
     def table_entries(
@@ -48,17 +72,8 @@ class Backend(Protocol):
         """Raises ``QueryError`` subclasses, or ValueError for a table keyed by time."""
         ...
 
-    def remote_owners(self, pipeline: str) -> dict[str, list[int]]:
-        """Other workers' endpoints -> partitions of ``pipeline`` they own ('' when
-        a partition's owner is unknown)."""
-        ...
-
-    def table_keys(self, pipeline: str, table: str, limit: int) -> list[str]:
-        """Keys of a table in the partitions served here; ValueError if keyed by time."""
-        ...
-
     def watermarks(self) -> dict[str, dict[int, int]]:
-        """Per pipeline, each partition served here and its watermark."""
+        """Per stage, each partition served here and its watermark."""
         ...
 
     def now_ms(self) -> int: ...

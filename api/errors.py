@@ -10,9 +10,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.queries import PartitionUnavailableError, UnknownKeyError
+from service.queries import NoDataYetError, PartitionUnavailableError, UnknownKeyError
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
@@ -20,6 +21,30 @@ PROBLEM = "application/problem+json"
 
 class BadRequestError(Exception):
     """A request the API understood but cannot serve as asked (400)."""
+
+
+class Problem(BaseModel):
+    """An error, as every error response carries it (RFC 9457)."""
+
+    type: str = "about:blank"
+    title: str = Field(description="The HTTP status's phrase.")
+    status: int
+    detail: str = Field(description="What went wrong, for a person.")
+    instance: str = Field(description="The request path.")
+    partition: int | None = Field(None, description="503: the partition that is unavailable.")
+
+
+_WHY = {
+    400: "A parameter is inconsistent (a range, a limit above the maximum)",
+    404: "No such agent, view or key",
+    409: "The key is known but has no result yet",
+    422: "A parameter is malformed",
+    503: "The key's partition is restoring or moving; retry after Retry-After seconds",
+}
+PROBLEM_RESPONSES: dict[int, dict[str, object]] = {
+    status: {"model": Problem, "description": why, "content": {PROBLEM: {}}}
+    for status, why in _WHY.items()
+}
 
 
 def problem(
@@ -63,6 +88,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(UnknownKeyError)
     async def unknown(request: Request, exc: UnknownKeyError) -> JSONResponse:
         return problem(404, str(exc), request)
+
+    @app.exception_handler(NoDataYetError)
+    async def not_yet(request: Request, exc: NoDataYetError) -> JSONResponse:
+        return problem(409, str(exc), request)
 
     @app.exception_handler(PartitionUnavailableError)
     async def unavailable(request: Request, exc: PartitionUnavailableError) -> JSONResponse:

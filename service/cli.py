@@ -74,13 +74,29 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
-    from service.settings import load_settings, settings_table
+    from service.app.loader import load_app, load_app_and_settings
+    from service.errors import ConfigError
+    from service.settings import ENV_PREFIX, Settings, build, settings_table
 
     if args.markdown:
-        print(settings_table())
+        print(settings_table([Settings, *load_app(args.app).settings_classes()]))
         return 0
-    for name, value in load_settings().to_env().items():
+    app, settings = load_app_and_settings(args.app)
+    shown = settings.to_env()
+    for name, value in shown.items():
         print(f"{name}={value}")
+    for cls in app.settings_classes():
+        print(f"# {cls.__name__} (agent settings)")
+        try:
+            values = build(cls, {}).model_dump(mode="json")
+        except ConfigError as exc:  # a required setting unset: say which, keep listing
+            print("#   " + str(exc).replace("\n", "\n#   "))
+            continue
+        for name, value in values.items():
+            variable = f"{ENV_PREFIX}{name.upper()}"
+            if variable not in shown:
+                shown[variable] = str(value)
+                print(f"{variable}={'' if value is None else value}")
     return 0
 
 
@@ -112,9 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(handler=_worker)
 
     replay = commands.add_parser(
-        "replay", help="run a window spec over a JSON Lines file (no Kafka)"
+        "replay",
+        help="run agents of an app, or a window spec, over a JSON Lines file (no Kafka)",
     )
-    replay.add_argument("--spec", required=True, help="window spec (JSON, see docs/replay.md)")
+    replay.add_argument("--agent", default=None, help="agents to run, comma-separated")
+    replay.add_argument("--spec", default=None, help="window spec (JSON, see docs/replay.md)")
     replay.add_argument("--input", required=True, help="JSON Lines: records, watermarks...")
     replay.add_argument("--output", default=None, help="where to write emissions (stdout)")
     replay.set_defaults(handler=_replay)
@@ -142,8 +160,24 @@ def build_parser() -> argparse.ArgumentParser:
     savepoint_arguments(commands)
     commands.choices["savepoint"].set_defaults(handler=_savepoint)
     commands.choices["stop"].set_defaults(handler=_stop)
-
+    _add_app_option(parser)
     return parser
+
+
+def _add_app_option(parser: argparse.ArgumentParser) -> None:
+    """Every command works on an app: ``--app module:attribute`` on each (the
+    way ``uvicorn module:app`` names one), defaulting to EDDY_APP."""
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subparsers:
+        parser.add_argument(
+            "--app",
+            default=None,
+            metavar="MODULE:APP",
+            help="the app, e.g. clicks:app (default: EDDY_APP, else agents:app)",
+        )
+        return
+    for child in subparsers[0].choices.values():
+        _add_app_option(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

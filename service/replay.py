@@ -23,7 +23,6 @@ from service.errors import ConfigError, EddyError
 from service.eventtime.harness import ProcessHarness, WindowHarness
 from service.eventtime.process_spec import ProcessReplaySpec
 from service.eventtime.spec import ReplaySpec, field_getter
-from service.replay_pipeline import PipelineReplaySpec, replay_pipelines
 
 
 class ReplayInputError(EddyError):
@@ -35,7 +34,7 @@ class _BadTimestamp(TypeError):
     """A record's timestamp field is not integer milliseconds."""
 
 
-AnySpec = ReplaySpec | ProcessReplaySpec | PipelineReplaySpec
+AnySpec = ReplaySpec | ProcessReplaySpec
 
 
 def load_spec(path: Path) -> AnySpec:
@@ -48,9 +47,11 @@ def load_spec(path: Path) -> AnySpec:
     try:
         spec: AnySpec
         if isinstance(raw, dict) and raw.get("kind") == "pipeline":
-            spec = PipelineReplaySpec.model_validate(raw)
-            spec.build()  # reject an unknown pipeline now, not mid-input
-        elif isinstance(raw, dict) and raw.get("kind") == "process":
+            raise ConfigError(
+                f"spec {path}: whole agents replay with --app module:app --agent NAME "
+                "(no spec); see docs/replay.md"
+            )
+        if isinstance(raw, dict) and raw.get("kind") == "process":
             spec = ProcessReplaySpec.model_validate(raw)
             spec.build_function()  # reject an unknown function now, not mid-input
         else:
@@ -167,9 +168,6 @@ class _Line:
 
 def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[Any]:
     """Feed ``lines`` to a harness; yield emissions (with ``to_json``) as they happen."""
-    if isinstance(spec, PipelineReplaySpec):
-        yield from _replay_pipelines(spec, lines)
-        return
     harness: WindowHarness | ProcessHarness
     if isinstance(spec, ProcessReplaySpec):
         harness = process_harness_for(spec)
@@ -189,48 +187,6 @@ def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[Any]:
     with _reported("at the end of input"):
         harness.end_of_input()
     yield from outputs[emitted:]
-
-
-def _replay_pipelines(spec: PipelineReplaySpec, lines: Iterable[bytes]) -> Iterator[Any]:
-    where = ["at the start"]
-
-    def parsed() -> Iterator[dict[str, Any]]:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where[0] = f"line {number}"
-            yield _pipeline_line(line, number)
-
-    try:
-        yield from replay_pipelines(spec, parsed())
-    except ValueError as exc:  # a topic no pipeline reads
-        raise ReplayInputError(f"{where[0]}: {exc}") from None
-
-
-def _pipeline_line(line: bytes, number: int) -> dict[str, Any]:
-    try:
-        item = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ReplayInputError(f"line {number}: not JSON ({exc})") from None
-    if isinstance(item, dict) and set(item) == {"processing_time"}:
-        if type(item["processing_time"]) is not int:
-            raise ReplayInputError(f"line {number}: 'processing_time' must be integer milliseconds")
-        return item
-    allowed = {"topic", "record", "raw", "key", "timestamp_ms"}
-    ok = (
-        isinstance(item, dict)
-        and isinstance(item.get("topic"), str)
-        and set(item) <= allowed
-        and len({"record", "raw"} & set(item)) == 1
-        and isinstance(item.get("raw", ""), str)
-        and type(item.get("timestamp_ms", 0)) is int
-    )
-    if not ok:
-        raise ReplayInputError(
-            f'line {number}: expected {{"topic": name, "record": {{...}}}} (or "raw": "text"; '
-            'optional "key", "timestamp_ms") or {"processing_time": ms}'
-        )
-    return dict(item)
 
 
 @contextlib.contextmanager
@@ -292,18 +248,46 @@ def _feed(harness: WindowHarness | ProcessHarness, item: dict[str, Any], number:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    spec = load_spec(Path(args.spec))
-    try:
-        with contextlib.ExitStack() as files:
-            source = files.enter_context(Path(args.input).open("rb"))
+    if (args.spec is None) == (args.agent is None):
+        raise ConfigError("replay: give --spec FILE, or --agent NAME (with --app)")
+    _check_paths(args.input, args.output)
+    with contextlib.ExitStack() as stack:
+        emissions = _emissions(args, stack)
+        try:
+            source = stack.enter_context(Path(args.input).open("rb"))
             out: IO[bytes] = sys.stdout.buffer
             if args.output:
-                out = files.enter_context(Path(args.output).open("wb"))
-            count = 0
-            for emission in replay(spec, source):
-                out.write(orjson.dumps(emission.to_json()) + b"\n")
-                count += 1
-    except OSError as exc:
-        raise ConfigError(f"cannot read or write {exc.filename}: {exc.strerror}") from None
+                out = stack.enter_context(Path(args.output).open("wb"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read or write {exc.filename}: {exc.strerror}") from None
+        count = 0
+        for emission in emissions(source):
+            out.write(orjson.dumps(emission) + b"\n")
+            count += 1
     print(f"replay: {count} emissions", file=sys.stderr)
     return 0
+
+
+def _check_paths(source: str, output: str | None) -> None:
+    """Writing the output over the input would empty it before it is read."""
+    if output is None:
+        return
+    out, inp = Path(output), Path(source)
+    if out.exists() and inp.exists() and out.resolve() == inp.resolve():
+        raise ConfigError(f"replay: --output {output} is the input file; write elsewhere")
+
+
+def _emissions(
+    args: argparse.Namespace, stack: contextlib.ExitStack
+) -> Callable[[Iterable[bytes]], Iterator[Any]]:
+    if args.spec is not None:
+        spec = load_spec(Path(args.spec))
+        return lambda lines: (e.to_json() for e in replay(spec, lines))
+    from service.app.loader import load_app
+    from service.replay_app import replay_app
+    from service.testing import TestDriver
+
+    app = load_app(args.app)
+    agents = [a.strip() for a in args.agent.split(",") if a.strip()]
+    driver = stack.enter_context(TestDriver(app, agents=agents))  # unknown agents fail here
+    return lambda lines: replay_app(driver, lines)

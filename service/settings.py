@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import os
 import socket
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -24,6 +25,8 @@ ENV_PREFIX = "EDDY_"
 # Variables with the prefix that are not Settings fields (read by tools, not workers).
 OTHER_VARIABLES = {"EDDY_LOCAL_KAFKA_DIR"}
 LOCAL_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_APP = "agents:app"
+S = TypeVar("S", bound=BaseSettings)
 
 
 class Guarantee(StrEnum):
@@ -136,101 +139,41 @@ class Settings(BaseSettings):
     replication_factor: int = Field(
         1, ge=1, le=7, description="Replication factor of the topics Eddy creates."
     )
-    readings_topic: str = Field("sensor-readings", description="Input: sensor readings.")
-    averages_topic: str = Field(
-        "sensor-averages", description="Output: one result per sensor and window."
-    )
-    late_topic: str = Field(
-        "late-readings", description="Readings too late for every window they belong to."
-    )
     dead_letter_topic: str = Field(
-        "dead-letters", description="Records that could not be decoded, with the reason."
-    )
-    window_size_ms: int = Field(
-        5_000, ge=1, description="Size of sensor_averages' tumbling event-time windows."
-    )
-    watermark_bound_ms: int = Field(
-        1_000, ge=0, description="Bounded out-of-orderness of the sensor watermark."
-    )
-    allowed_lateness_ms: int = Field(
-        0, ge=0, description="Keep a fired window this long (event time) for late updates."
+        "dead-letters",
+        pattern=r"^[A-Za-z0-9._-]{1,200}$",
+        description="Records that could not be read or processed, with the reason "
+        "(EDDY_TOPIC_PREFIX goes in front).",
     )
     results_retention_ms: int = Field(
         86_400_000,
         ge=1,
-        description="How long (event time) window results stay queryable in state.",
+        description="How long (event time) queryable window results stay in state, unless "
+        "an agent says otherwise (.queryable(retention_ms=...)).",
     )
-    pipelines: Annotated[tuple[str, ...], NoDecode] = Field(
-        (
-            "sensor_averages",
-            "sensor_minmax",
-            "sensor_alerts",
-            "sensor_counts",
-            "vehicle_speed",
-            "hashtags",
-            "hashtag_counts",
-            "team_powerups",
-        ),
-        description="Pipelines this worker runs, comma-separated (see agents/).",
+    app: str = Field(
+        DEFAULT_APP,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+        description="The app to run, module:attribute (like uvicorn's); --app overrides it.",
+    )
+    agents: Annotated[tuple[str, ...] | None, NoDecode] = Field(
+        None,
+        description="Agents this worker runs, comma-separated; default: every agent the "
+        "app runs by default (eddy config lists them).",
     )
     topic_prefix: str = Field(
         "",
         pattern=r"^[A-Za-z0-9._-]{0,100}$",
-        description="Prefix of the reference pipelines' topics (sensor-alerts, tweets, "
-        "vehicle-obd-speed...): to run several Eddy apps on one cluster.",
+        description="Put in front of the name of every topic an app reads and writes "
+        "(not the changelog and repartition topics, which carry EDDY_APP_ID): to run "
+        "several apps, or copies of one, on one cluster.",
     )
     upstream_idle_timeout_ms: int = Field(
         10_000,
         ge=0,
-        description="hashtag_counts: an upstream task silent this long (processing time) "
-        "stops holding the clock back after the repartition; 0 waits for it forever "
+        description="After a repartition (key_by), an upstream task silent this long "
+        "(processing time) stops holding the clock back; 0 waits for it forever "
         "(deterministic results, as the chaos harness needs).",
-    )
-    speed_tolerance_kmh: float = Field(
-        5.0, ge=0, description="vehicle_speed: the app's speed agrees if within this of OBD."
-    )
-    checker_topic_prefix: str = Field(
-        "eos-checker-",
-        description="Topic prefix of the eos_checker pipeline (input, echo, agg, alerts).",
-    )
-    room_service_url: str = Field(
-        "http://127.0.0.1:8090",
-        pattern=r"^https?://[^/\s]+$",
-        description="sensor_rooms: base URL of the sensor-to-room lookup service "
-        "(GET /rooms/<sensor_id>; make run starts one).",
-    )
-    lookup_capacity: int = Field(
-        100, ge=1, le=10_000, description="sensor_rooms: most lookups in flight per partition."
-    )
-    lookup_timeout_ms: int = Field(
-        5_000,
-        ge=1,
-        description="sensor_rooms: a lookup not answered in this time (retries included) "
-        "gives the fallback, UNKNOWN ROOM (the seeds' E18: 5 s).",
-    )
-    lookup_retries: int = Field(
-        2, ge=0, le=10, description="sensor_rooms: retries of a failed lookup (with backoff)."
-    )
-    lookup_ordered: bool = Field(
-        True,
-        description="sensor_rooms: emit enriched readings in input order (true) or as "
-        "lookups finish (false; never across a watermark).",
-    )
-    postgres_dsn: SecretStr | None = Field(
-        None,
-        description="postgres_sink: the PostgreSQL server, e.g. "
-        "postgresql://eddy@127.0.0.1:5433/eddy (make run starts a local one).",
-    )
-    postgres_schema: str = Field(
-        "eddy",
-        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
-        description="postgres_sink: the schema its tables live in (created if missing).",
-    )
-    sink_max_batch_rows: int = Field(
-        5_000,
-        ge=1,
-        description="postgres_sink: upsert as soon as this many rows are buffered "
-        "(otherwise at each commit).",
     )
     api_host: str = Field("127.0.0.1", description="Address the REST API binds to.")
     api_token: SecretStr | None = Field(
@@ -301,31 +244,13 @@ class Settings(BaseSettings):
         "INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="Log level."
     )
 
-    @field_validator("pipelines", mode="before")
+    @field_validator("agents", mode="before")
     @classmethod
-    def _split_pipelines(cls, value: object) -> object:
+    def _split_agents(cls, value: object) -> object:
         if isinstance(value, str):
-            return tuple(name.strip() for name in value.split(",") if name.strip())
+            names = tuple(name.strip() for name in value.split(",") if name.strip())
+            return names or None
         return value
-
-    @field_validator("pipelines")
-    @classmethod
-    def _known_pipelines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from agents import PIPELINES
-
-        unknown = [name for name in value if name not in PIPELINES]
-        if unknown or not value:
-            raise ValueError(f"unknown pipeline {unknown}; choose from {sorted(PIPELINES)}")
-        return value
-
-    @model_validator(mode="after")
-    def _sink_has_a_database(self) -> Settings:
-        if "postgres_sink" in self.pipelines and self.postgres_dsn is None:
-            raise ValueError(
-                "EDDY_PIPELINES includes postgres_sink: set EDDY_POSTGRES_DSN "
-                "(make run starts a local PostgreSQL and sets it)"
-            )
-        return self
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -335,14 +260,6 @@ class Settings(BaseSettings):
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"{server!r} is not host:port")
         return value
-
-    @model_validator(mode="after")
-    def _distinct_topics(self) -> Settings:
-        names = [self.readings_topic, self.averages_topic, self.late_topic]
-        names.append(self.dead_letter_topic)
-        if len(set(names)) != len(names):
-            raise ValueError("the readings, averages, late and dead-letter topics must differ")
-        return self
 
     @model_validator(mode="after")
     def _sasl_has_credentials(self) -> Settings:
@@ -362,8 +279,13 @@ class Settings(BaseSettings):
         return self
 
     def topic(self, name: str) -> str:
-        """A reference pipeline's topic, with ``EDDY_TOPIC_PREFIX``."""
+        """A topic's name on the broker: ``EDDY_TOPIC_PREFIX`` + ``name``."""
         return f"{self.topic_prefix}{name}"
+
+    @property
+    def dead_letters(self) -> str:
+        """The dead-letter topic's name on the broker."""
+        return self.topic(self.dead_letter_topic)
 
     def to_env(self) -> dict[str, str]:
         """These settings as the environment variables that reproduce them."""
@@ -387,45 +309,83 @@ class Settings(BaseSettings):
         return self.bootstrap_servers.strip() in {LOCAL_BOOTSTRAP, "localhost:9092"}
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Build settings from the environment, with explicit overrides winning.
+def load_settings(extra: Iterable[type[BaseSettings]] = (), **overrides: Any) -> Settings:
+    """Build the framework's settings from the environment, overrides winning.
+
+    Args:
+        extra: the app's agent settings classes: their variables are known too,
+            so a misspelt one of theirs is caught like a framework one.
 
     Raises:
         ConfigError: naming each bad variable, so a misconfigured worker stops at
             start with a message that says what to set.
     """
-    _reject_unknown_variables()
+    reject_unknown_variables(extra)
+    return build(Settings, overrides)
+
+
+def build(cls: type[S], overrides: Mapping[str, Any]) -> S:
+    """``cls(**overrides)`` from the environment, errors as one ConfigError."""
+    prefix = env_prefix(cls)
     try:
-        return Settings(**overrides)
+        return cls(**overrides)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             field = ".".join(str(part) for part in error["loc"]) or "settings"
-            variable = f"{ENV_PREFIX}{field.upper()}" if error["loc"] else field
-            problems.append(f"{variable}: {error['msg']}")
+            variable = f"{prefix}{field.upper()}" if error["loc"] else field
+            if error["type"] == "missing":
+                problems.append(f"{variable} is required: set it")
+            else:
+                problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None
 
 
-def _reject_unknown_variables() -> None:
-    # A misspelt variable would otherwise be ignored silently and the default used.
-    known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+def env_prefix(cls: type[BaseSettings]) -> str:
+    return str(cls.model_config.get("env_prefix") or "")
+
+
+def variables(cls: type[BaseSettings]) -> dict[str, str]:
+    """Each environment variable of ``cls`` -> its field name."""
+    prefix = env_prefix(cls)
+    return {f"{prefix}{name.upper()}": name for name in cls.model_fields}
+
+
+def reject_unknown_variables(extra: Iterable[type[BaseSettings]] = ()) -> None:
+    """A misspelt variable would otherwise be ignored silently and the default used."""
+    known = set(OTHER_VARIABLES) | set(variables(Settings))
+    for cls in extra:
+        known |= set(variables(cls))
     unknown = sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)
     if unknown:
         hints = []
         for name in unknown:
             close = difflib.get_close_matches(name, sorted(known), n=1)
             hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
-        raise ConfigError("unknown setting: " + ", ".join(hints) + "; see the README's table")
+        raise ConfigError(
+            "unknown setting: " + ", ".join(hints) + "; `eddy config` lists every setting"
+        )
 
 
-def settings_table() -> str:
-    """The README's settings table, generated from the fields so the two agree."""
+def settings_table(classes: Iterable[type[BaseSettings]] = (Settings,)) -> str:
+    """A markdown table of settings, generated from the fields so the two agree."""
     rows = ["| variable | default | what it does |", "|---|---|---|"]
-    for name, info in Settings.model_fields.items():
-        default: object = "hostname-pid" if info.default_factory else info.default
-        if isinstance(default, StrEnum):
-            default = default.value
-        elif isinstance(default, tuple):
-            default = ",".join(default)
-        rows.append(f"| `{ENV_PREFIX}{name.upper()}` | `{default}` | {info.description} |")
+    for cls in classes:
+        prefix = env_prefix(cls)
+        for name, info in cls.model_fields.items():
+            default = _shown_default(info)
+            rows.append(f"| `{prefix}{name.upper()}` | {default} | {info.description} |")
     return "\n".join(rows)
+
+
+def _shown_default(info: Any) -> str:
+    if info.is_required():
+        return "required"
+    default: object = "hostname-pid" if info.default_factory else info.default
+    if isinstance(default, StrEnum):
+        default = default.value
+    elif isinstance(default, tuple):
+        default = ",".join(default)
+    elif isinstance(default, SecretStr):
+        default = "(secret)"
+    return f"`{default}`"

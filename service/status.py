@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from service.errors import EddyError
-from service.settings import Settings, load_settings
+from service.settings import Settings
 from service.snapshot.cli import worker_url
 
 # The worker waits up to 5 s for each peer; leave it time to say which one is down.
@@ -155,7 +155,9 @@ def render(jobs: dict[str, Any], console: Console) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request at INFO
-    settings = load_settings()
+    from service.app.loader import load_app_and_settings
+
+    _, settings = load_app_and_settings(getattr(args, "app", None))
     jobs = fetch_jobs(args.url or worker_url(settings), settings)
     if args.json:
         print(json.dumps(jobs, indent=2))

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aiokafka import errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -15,7 +16,10 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 
 from service.errors import BrokerUnavailableError, TopicMismatchError
 from service.kafka_clients import connection_kwargs
-from service.settings import Settings, load_settings
+from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.app.app import BuiltApp
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +40,25 @@ def changelog_topic(settings: Settings, pipeline: str) -> str:
     return f"{settings.app_id}-{pipeline}-changelog"
 
 
-def standard_topics(settings: Settings) -> list[TopicSpec]:
-    n = settings.partitions
-    return [
-        TopicSpec(settings.readings_topic, n),
-        TopicSpec(settings.averages_topic, n, exact_partitions=False),
-        TopicSpec(settings.late_topic, n, exact_partitions=False),
-        TopicSpec(settings.dead_letter_topic, n, exact_partitions=False),
-    ]
+def app_topics(built: BuiltApp) -> list[TopicSpec]:
+    """Every topic the app's agents declare (inputs, outputs, late and side outputs,
+    broadcast), its repartition topics, and the dead-letter topic."""
+    settings = built.settings
+    specs: dict[str, TopicSpec] = {}
+    for agent in built.agents.values():
+        for topic in agent.topics:
+            name = settings.topic(topic.name)
+            partitions = topic.partitions or settings.partitions
+            specs[name] = TopicSpec(
+                name, partitions, dict(topic.config), topic.partitions is not None
+            )
+        for internal in agent.internal:
+            specs[internal.name] = TopicSpec(internal.name, internal.partitions)
+    specs.setdefault(
+        settings.dead_letters,
+        TopicSpec(settings.dead_letters, settings.partitions, exact_partitions=False),
+    )
+    return list(specs.values())
 
 
 def admin_client(settings: Settings) -> AIOKafkaAdminClient:
@@ -147,13 +162,14 @@ async def _wait_for(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, i
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from agents import build_pipelines
+    from service.app.loader import load_app_and_settings
 
-    settings = load_settings()
-    specs = standard_topics(settings)
-    for pipeline in build_pipelines(settings):
+    app, settings = load_app_and_settings(getattr(args, "app", None))
+    built = app.build(settings)
+    specs = app_topics(built)
+    for stage in built.stages:
         specs.append(
-            TopicSpec(changelog_topic(settings, pipeline.name), settings.partitions, COMPACTED)
+            TopicSpec(changelog_topic(settings, stage.name), settings.partitions, COMPACTED)
         )
     counts = asyncio.run(ensure_topics(settings, specs))
     for name in sorted(counts):

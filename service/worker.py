@@ -18,18 +18,21 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.app import create_app
 from service import queries
+from service.app.app import App, BuiltApp
+from service.app.loader import load_app, load_app_and_settings
+from service.app.plan import View
 from service.errors import ConfigError, EddyError
-from service.eventtime import MIN_WATERMARK, Clock, SystemClock
+from service.eventtime import MIN_WATERMARK, Clock, SystemClock, TimeWindow
 from service.jobs import JobsView, Scope
 from service.metrics import Metrics
 from service.pipeline.base import Pipeline
 from service.pipeline.copartition import co_partition
-from service.queries import StateValue, UnknownKeyError, WindowPage, window_results
+from service.queries import StateValue, UnknownKeyError, WindowPage
 from service.runtime.engine import PipelineRuntime
 from service.savepoint.stop import AppStopper, Phase
-from service.settings import Settings, load_settings
+from service.settings import Settings
 from service.snapshot.take import Snapshotter
-from service.topics import TopicSpec, ensure_topics
+from service.topics import TopicSpec, app_topics, ensure_topics
 from tables.store import StateFormatError
 
 log = logging.getLogger(__name__)
@@ -48,17 +51,18 @@ class Worker:
     def __init__(
         self,
         settings: Settings,
-        pipelines: Sequence[Pipeline] | None = None,
+        app: App | BuiltApp | Sequence[Pipeline] | None = None,
         clock: Clock | None = None,
     ) -> None:
-        if pipelines is None:
-            from agents import build_pipelines
-
-            pipelines = build_pipelines(settings)
+        """Args:
+        app: what to run: an app (built here with ``settings``), an app built
+            already, or bare stages (low-level tests). None: ``settings.app``.
+        """
+        self.built = _built(settings, app)
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
-        self._pipelines = list(pipelines)
+        self._pipelines = list(self.built.stages) if self.built else list(app or ())  # type: ignore[arg-type]
         # Built in start(): co-partitioning a join's inputs needs to ask Kafka first.
         self.runtimes: dict[str, PipelineRuntime] = {}
         self._started = False
@@ -82,11 +86,17 @@ class Worker:
         self.api_port = sock.getsockname()[1]
         token = self.settings.api_token
         self._app = create_app(
-            self, token.get_secret_value() if token else None, self._observe_request
+            self,
+            token.get_secret_value() if token else None,
+            self._observe_request,
+            app=None if self.built is None else self.built.app,
         )
         config = uvicorn.Config(self._app, log_level="warning", access_log=False, lifespan="off")
         self._server = _Server(config)
         self._tasks.append(asyncio.create_task(self._server.serve([sock]), name="api"))
+        if self.built is not None:
+            # Declared partitions and configs win over the runtime's defaults.
+            await ensure_topics(self.settings, app_topics(self.built))
         pipelines = await self._co_partitioned(self._pipelines)
         self.runtimes = {
             p.name: PipelineRuntime(p, self.settings, self.metrics, self.clock) for p in pipelines
@@ -186,23 +196,69 @@ class Worker:
         ready = self._started and all(rt.ready for rt in self.runtimes.values())
         return ready and self.is_live(), detail
 
-    def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
-        runtime = self._runtime("sensor_averages")
-        return window_results(runtime, sensor_id, from_ms, to_ms, limit)
+    # -- an app's views: what its agents serve ----------------------------------------
 
-    def windows(self, pipeline: str, key: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
-        return window_results(self._runtime(pipeline), key, from_ms, to_ms, limit)
+    def views(self) -> list[View]:
+        """Every view of the agents this worker runs."""
+        return [] if self.built is None else self.built.views
 
-    def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
-        return queries.state_value(self._runtime(pipeline), state, key)
+    def view(self, agent: str, name: str) -> View:
+        """An agent's ``windows`` view or one of its queryable states.
 
-    def window_key_state(self, pipeline: str, key: str) -> StateValue:
-        return queries.window_key_state(self._runtime(pipeline), key)
+        Raises:
+            UnknownKeyError: the agent or view does not exist (or not on this worker).
+        """
+        for view in self.views():
+            found = view.descriptor.name if view.descriptor is not None else view.kind
+            if view.agent == agent and found == name:
+                return view
+        if self.built is None or agent not in self.built.agents:
+            raise UnknownKeyError(f"agent {agent!r} does not run on this worker")
+        raise UnknownKeyError(f"agent {agent!r} serves no {name!r}")
 
-    def window_top(
-        self, pipeline: str, window_start_ms: int | None, size_ms: int, n: int, field: str
-    ) -> queries.WindowTop:
-        return queries.window_top(self._runtime(pipeline), window_start_ms, size_ms, n, field)
+    def windows(
+        self,
+        agent: str,
+        key: str,
+        from_ms: int,
+        to_ms: int,
+        limit: int,
+        *,
+        newest_first: bool = False,
+    ) -> WindowPage:
+        view = self.view(agent, "windows")
+        runtime = self._runtime(view.stage)
+        return queries.windows(runtime, key, from_ms, to_ms, limit, newest_first=newest_first)
+
+    def state(self, agent: str, state: str, key: str) -> StateValue:
+        view = self.view(agent, state)
+        return queries.state(self._runtime(view.stage), view, key)
+
+    def owner(self, agent: str, key: str) -> queries.Owner:
+        return queries.owner_of(self._runtime(self._stage_of(agent)), key)
+
+    def keys(
+        self, agent: str, name: str, prefix: str, after: str | None, limit: int
+    ) -> tuple[list[str], list[int]]:
+        view = self.view(agent, name)
+        return queries.local_keys(self._runtime(view.stage), view, prefix, after, limit)
+
+    def window_slice(
+        self, agent: str, window_start_ms: int | None
+    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
+        view = self.view(agent, "windows")
+        return queries.window_slice(self._runtime(view.stage), window_start_ms)
+
+    def _stage_of(self, agent: str) -> str:
+        if self.built is None or agent not in self.built.agents:
+            raise UnknownKeyError(f"agent {agent!r} does not run on this worker")
+        return self.built.agents[agent].stages[-1].name
+
+    def agents(self) -> dict[str, list[str]]:
+        """Each agent on this worker and the stages it runs as."""
+        if self.built is None:
+            return {name: [name] for name in self.runtimes}
+        return {a: [s.name for s in c.stages] for a, c in self.built.agents.items()}
 
     def pipelines(self) -> dict[str, list[str]]:
         return {name: queries.table_names(rt) for name, rt in self.runtimes.items()}
@@ -212,10 +268,10 @@ class Worker:
     ) -> queries.TablePage:
         return queries.table_entries(self._runtime(pipeline), table, key, from_ms, to_ms, limit)
 
-    def remote_owners(self, pipeline: str) -> dict[str, list[int]]:
-        """Other workers' endpoints and the partitions of ``pipeline`` they own; a
+    def remote_owners(self, agent: str) -> dict[str, list[int]]:
+        """Other workers' endpoints and the partitions of ``agent`` they own; a
         partition without a known owner is listed under ''."""
-        runtime = self._runtime(pipeline)
+        runtime = self._runtime(self._stage_of(agent))
         owners: dict[str, list[int]] = {}
         for partition in range(runtime.partition_count):
             if partition in runtime.tasks:
@@ -225,19 +281,16 @@ class Worker:
                 owners.setdefault(owner, []).append(partition)
         return owners
 
-    def table_keys(self, pipeline: str, table: str, limit: int) -> list[str]:
-        return queries.table_keys(self._runtime(pipeline), table, limit)
-
     def watermarks(self) -> dict[str, dict[int, int]]:
         return {name: rt.watermarks() for name, rt in self.runtimes.items()}
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def _runtime(self, pipeline: str) -> PipelineRuntime:
-        runtime = self.runtimes.get(pipeline)
+    def _runtime(self, stage: str) -> PipelineRuntime:
+        runtime = self.runtimes.get(stage)
         if runtime is None:
-            raise UnknownKeyError(f"pipeline {pipeline!r} does not run on this worker")
+            raise UnknownKeyError(f"{stage!r} does not run on this worker")
         return runtime
 
     async def take_snapshot(self, snapshot_id: str | None, fan_out: bool) -> dict[str, Any]:
@@ -316,8 +369,18 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(settings: Settings) -> int:
-    worker = Worker(settings)
+def _built(settings: Settings, app: App | BuiltApp | Sequence[Pipeline] | None) -> BuiltApp | None:
+    if isinstance(app, BuiltApp):
+        return app
+    if app is None:
+        app = load_app(settings.app)
+    if isinstance(app, App):
+        return app.build(settings)
+    return None
+
+
+async def serve(settings: Settings, built: BuiltApp) -> int:
+    worker = Worker(settings, built)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.request_stop)
@@ -341,20 +404,25 @@ async def serve(settings: Settings) -> int:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    app, settings = load_app_and_settings(args.app)
+    built = app.build(settings)
     logging.getLogger().setLevel(settings.log_level)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
-    # httpx logs every request at INFO: one line per lookup of sensor_rooms.
+    # aiohttp/httpx log every request at INFO: one line per lookup of an enrichment.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if getattr(args, "from_savepoint", None):
         from service.savepoint.cli import describe_report, restore_from
 
         report = restore_from(
-            settings, args.from_savepoint, allow=args.allow_non_restored_state, once=True
+            settings,
+            args.from_savepoint,
+            allow=args.allow_non_restored_state,
+            once=True,
+            pipelines=built.stages,
         )
         log.info("%s", describe_report(report))
     else:
         from service.savepoint.catalog import check_not_stopped
 
         check_not_stopped(settings)
-    return asyncio.run(serve(settings))
+    return asyncio.run(serve(settings, built))

@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from service.eventtime import Timer, TimeWindow
 
@@ -95,8 +96,17 @@ def decode_timer(raw: bytes) -> Timer:
     return Timer(time_ms, namespace, key, start - _BIAS, end - _BIAS)
 
 
+def _json_default(value: Any) -> Any:
+    # Typed elements and states hold pydantic models; stored as their JSON form,
+    # they are read back as the model by whoever knows the type (a descriptor,
+    # a window stage's reviver).
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def encode_json(value: Any) -> bytes:
-    return orjson.dumps(value)
+    return orjson.dumps(value, default=_json_default)
 
 
 def decode_json(raw: bytes) -> Any:

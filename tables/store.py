@@ -91,17 +91,36 @@ class PartitionStore:
             ) from None
 
     def scan(
-        self, table: TableSpec[K, V], lower: bytes = b"", upper: bytes | None = None
+        self,
+        table: TableSpec[K, V],
+        lower: bytes = b"",
+        upper: bytes | None = None,
+        *,
+        reverse: bool = False,
     ) -> Iterator[tuple[K, V]]:
-        """Committed entries whose encoded key is in ``[lower, upper)``, in key order."""
+        """Committed entries whose encoded key is in ``[lower, upper)``, in key order
+        (newest first with ``reverse``)."""
         start = table.prefix + lower
         bound = table.prefix + upper if upper is not None else _next_prefix(table.prefix)
         read_options = ReadOptions()
-        read_options.set_iterate_upper_bound(bound)
         skip = len(table.prefix)
-        items = self._db.items(from_key=start, read_opt=read_options)
+        if reverse:
+            read_options.set_iterate_lower_bound(start)
+            read_options.set_iterate_upper_bound(bound)
+            items = self._db.items(backwards=True, from_key=bound, read_opt=read_options)
+        else:
+            read_options.set_iterate_upper_bound(bound)
+            items = self._db.items(from_key=start, read_opt=read_options)
         for raw_key, raw_value in cast(Iterator[tuple[bytes, bytes]], items):
+            if reverse and raw_key >= bound:
+                continue  # a backward seek may land on the bound itself
             yield table.decode_key(raw_key[skip:]), table.decode_value(raw_value)
+
+    def last(
+        self, table: TableSpec[K, V], lower: bytes = b"", upper: bytes | None = None
+    ) -> tuple[K, V] | None:
+        """The committed entry with the greatest key in ``[lower, upper)``, if any."""
+        return next(self.scan(table, lower, upper, reverse=True), None)
 
     def begin(self) -> PartitionTransaction:
         return PartitionTransaction(self)

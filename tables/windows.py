@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from service.eventtime import Timer, TimeWindow, WindowEntry
@@ -34,6 +34,19 @@ def _decode_entry(raw: bytes) -> WindowEntry:
     return WindowEntry(contents, fired, trigger, state)
 
 
+def _reviving(revive: Callable[[Any], Any]) -> Callable[[bytes], WindowEntry]:
+    """A decoder for windows that keep their elements (``[ts, value]`` pairs):
+    each value comes back as its type (a model, not the dict JSON gives)."""
+
+    def decode(raw: bytes) -> WindowEntry:
+        entry = _decode_entry(raw)
+        if entry.contents is not None:
+            entry.contents = [[ts, revive(value)] for ts, value in entry.contents]
+        return entry
+
+    return decode
+
+
 def _encode_windows(windows: list[TimeWindow]) -> bytes:
     return encode_json([[w.start_ms, w.end_ms] for w in windows])
 
@@ -42,9 +55,12 @@ def _decode_windows(raw: bytes) -> list[TimeWindow]:
     return [TimeWindow(start, end) for start, end in decode_json(raw)]
 
 
-def window_table(name: str) -> TableSpec[WindowKey, WindowEntry]:
-    """Accumulators of open windows, keyed ``(key, window)``."""
-    return TableSpec(name, encode_window_key, decode_window_key, _encode_entry, _decode_entry)
+def window_table(
+    name: str, revive: Callable[[Any], Any] | None = None
+) -> TableSpec[WindowKey, WindowEntry]:
+    """Open windows (an accumulator, or the elements), keyed ``(key, window)``."""
+    decode = _decode_entry if revive is None else _reviving(revive)
+    return TableSpec(name, encode_window_key, decode_window_key, _encode_entry, decode)
 
 
 def session_table(name: str) -> TableSpec[str, list[TimeWindow]]:
@@ -80,9 +96,14 @@ class StoredWindowState:
     puts an entry back after changing it, and sharing saves a copy per element.
     """
 
-    def __init__(self, txn: PartitionTransaction, prefix: str = "") -> None:
+    def __init__(
+        self,
+        txn: PartitionTransaction,
+        prefix: str = "",
+        revive: Callable[[Any], Any] | None = None,
+    ) -> None:
         self._txn = txn
-        self._windows = window_table(f"{prefix}windows")
+        self._windows = window_table(f"{prefix}windows", revive)
         self._sessions = session_table(f"{prefix}sessions")
         self._key_state = key_state_table(f"{prefix}keystate")
 

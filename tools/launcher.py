@@ -26,7 +26,7 @@ import httpx
 from rich.console import Console
 
 from service.errors import EddyError
-from service.settings import ENV_PREFIX, Settings, load_settings
+from service.settings import ENV_PREFIX, Settings
 
 console = Console(highlight=False)
 STATUS_EVERY_S = 5.0
@@ -152,7 +152,6 @@ SCENARIO_OF = {
     "sensor_counts": "sensors",
     "sensor_alerts": "sensors",
     "vehicle_speed": "vehicles",
-    "hashtags": "tweets",
     "hashtag_counts": "tweets",
     "team_powerups": "game",
     "sensor_rooms": "sensors",
@@ -160,39 +159,63 @@ SCENARIO_OF = {
 }
 
 
-def simulator_scenarios(pipelines: Sequence[str]) -> list[str]:
-    """Scenarios to simulate for the enabled pipelines, in a stable order."""
-    wanted = {SCENARIO_OF[p] for p in pipelines if p in SCENARIO_OF}
+def simulator_scenarios(agents: Sequence[str]) -> list[str]:
+    """Scenarios to simulate for the agents that run, in a stable order."""
+    wanted = {SCENARIO_OF[p] for p in agents if p in SCENARIO_OF}
     return [s for s in ("sensors", "vehicles", "tweets", "game") if s in wanted]
 
 
-def postgres_dsn_hint(settings: Settings) -> str:
+@dataclass(frozen=True)
+class Run:
+    """What ``make run`` runs: the reference app's agents and their services."""
+
+    settings: Settings
+    agents: tuple[str, ...]
+    env: dict[str, str]  # for the worker: EDDY_AGENTS, EDDY_POSTGRES_DSN
+
+    @property
+    def room_service_url(self) -> str:
+        from agents.settings import RoomSettings
+
+        default = str(RoomSettings.model_fields["room_service_url"].default)
+        return os.environ.get(f"{ENV_PREFIX}ROOM_SERVICE_URL", default)
+
+    @property
+    def postgres_dsn(self) -> str:
+        return self.env.get(f"{ENV_PREFIX}POSTGRES_DSN") or os.environ[f"{ENV_PREFIX}POSTGRES_DSN"]
+
+    @property
+    def postgres_schema(self) -> str:
+        return os.environ.get(f"{ENV_PREFIX}POSTGRES_SCHEMA", "eddy")
+
+
+def postgres_dsn_hint(dsn: str) -> str:
     """The DSN without its password, to print."""
-    assert settings.postgres_dsn is not None
-    parts = urlsplit(settings.postgres_dsn.get_secret_value())
+    parts = urlsplit(dsn)
     host = parts.hostname or ""
     user = f"{parts.username}@" if parts.username else ""
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{user}{host}{port}{parts.path}"
 
 
-def _print_banner(settings: Settings, base: str, logs: Path) -> None:
+def _print_banner(run: Run, base: str, logs: Path) -> None:
+    settings = run.settings
     console.print(
         f"[bold green]Eddy is running[/] (worker {settings.worker_id}, "
         f"{settings.processing_guarantee.value})"
     )
     console.print(f"  REST API      {base}   (OpenAPI: {base}/docs)")
-    for pipeline, path in CURL_EXAMPLES.items():
-        if pipeline in settings.pipelines:
-            console.print(f"  {pipeline:<15} curl {base}{path}")
-    if "sensor_rooms" in settings.pipelines:
+    for agent, path in CURL_EXAMPLES.items():
+        if agent in run.agents:
+            console.print(f"  {agent:<15} curl {base}{path}")
+    if "sensor_rooms" in run.agents:
         console.print(
             f"  sensor_rooms    readings with their room on {settings.topic('sensor-rooms')}; "
-            f"lookups from {settings.room_service_url}/rooms/sensor_1"
+            f"lookups from {run.room_service_url}/rooms/sensor_1"
         )
-    if "postgres_sink" in settings.pipelines:
-        query = f"select * from {settings.postgres_schema}.sensor_latest"
-        console.print(f"  postgres_sink   psql {postgres_dsn_hint(settings)} -c '{query}'")
+    if "postgres_sink" in run.agents:
+        query = f"select * from {run.postgres_schema}.sensor_latest"
+        console.print(f"  postgres_sink   psql {postgres_dsn_hint(run.postgres_dsn)} -c '{query}'")
     console.print(f"  metrics       {base}/metrics")
     console.print(f"  health        {base}/healthz   {base}/readyz")
     console.print(f"  Kafka         {settings.bootstrap_servers}")
@@ -200,35 +223,34 @@ def _print_banner(settings: Settings, base: str, logs: Path) -> None:
     console.print("  Ctrl-C stops everything this started.")
 
 
-def with_services(settings: Settings) -> tuple[Settings, dict[str, str]]:
-    """Unless EDDY_PIPELINES is set, add the pipelines that need a service of their
-    own (``sensor_rooms``, ``postgres_sink``), which make run starts locally."""
-    from agents import EXTERNAL
+# Agents that need a service of their own, which make run starts locally.
+WITH_SERVICES = ("sensor_rooms", "postgres_sink")
 
-    if f"{ENV_PREFIX}PIPELINES" in os.environ:
-        return settings, {}
-    pipelines = (*settings.pipelines, *sorted(EXTERNAL - set(settings.pipelines)))
-    overrides: dict[str, Any] = {"pipelines": pipelines}
-    if settings.postgres_dsn is None:
+
+def with_services(settings: Settings) -> Run:
+    """Unless EDDY_AGENTS is set, the reference app's default agents plus those
+    that need a service (``sensor_rooms``, ``postgres_sink``)."""
+    from agents import app
+
+    agents = tuple(settings.agents) if settings.agents else (*app.default_agents, *WITH_SERVICES)
+    env = {f"{ENV_PREFIX}AGENTS": ",".join(agents)}
+    if "postgres_sink" in agents and f"{ENV_PREFIX}POSTGRES_DSN" not in os.environ:
         from tools import postgres
 
-        overrides["postgres_dsn"] = postgres.dsn()
-    settings = load_settings(**overrides)
-    return settings, {
-        k: v for k, v in settings.to_env().items() if k.endswith(("_PIPELINES", "_POSTGRES_DSN"))
-    }
+        env[f"{ENV_PREFIX}POSTGRES_DSN"] = postgres.dsn()
+    return Run(settings, agents, env)
 
 
-async def _start_services(settings: Settings, logs: Path, children: list[Child]) -> bool:
+async def _start_services(run: Run, logs: Path, children: list[Child]) -> bool:
     """The room service (if sensor_rooms runs against a local URL) and PostgreSQL (if
     postgres_sink runs); True if this started PostgreSQL."""
-    url = urlsplit(settings.room_service_url)
-    if "sensor_rooms" in settings.pipelines and url.hostname in {"127.0.0.1", "localhost"}:
+    url = urlsplit(run.room_service_url)
+    if "sensor_rooms" in run.agents and url.hostname in {"127.0.0.1", "localhost"}:
         port = str(url.port or 80)
         rooms = _spawn("rooms", ["tools", "rooms", "--port", port, "--latency-ms", "10"], logs)
         children.append(rooms)
-        await _wait_ready(settings.room_service_url, rooms, path="/healthz")
-    if "postgres_sink" not in settings.pipelines:
+        await _wait_ready(run.room_service_url, rooms, path="/healthz")
+    if "postgres_sink" not in run.agents:
         return False
     from tools import postgres
 
@@ -240,24 +262,25 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
     from service.topics import run_cli as create_topics
     from tools import localkafka, postgres
 
-    settings, service_env = with_services(settings)
+    run = with_services(settings)
     started_broker = await asyncio.to_thread(localkafka.ensure_running)
     started_postgres = False
     children: list[Child] = []
     logs = Path(".eddy/logs")
     base = f"http://{settings.api_host}:{settings.api_port}"
     try:
-        started_postgres = await _start_services(settings, logs, children)
-        await asyncio.to_thread(create_topics, argparse.Namespace(action="create"))
-        worker = _spawn("worker", ["service", "worker"], logs, service_env)
+        started_postgres = await _start_services(run, logs, children)
+        os.environ.update(run.env)  # the topics of every agent that will run
+        await asyncio.to_thread(create_topics, argparse.Namespace(action="create", app=None))
+        worker = _spawn("worker", ["service", "worker"], logs, run.env)
         children.append(worker)
         with console.status("waiting for the worker to join and restore its state..."):
             await _wait_ready(base, worker)
-        scenarios = simulator_scenarios(settings.pipelines)
+        scenarios = simulator_scenarios(run.agents)
         if scenarios:
             simulate = ["tools", "simulate", "--scenario", ",".join(scenarios), "--rate", str(rate)]
             children.append(_spawn("simulator", simulate, logs))
-        _print_banner(settings, base, logs)
+        _print_banner(run, base, logs)
         await _monitor(base, children, duration_s)
         return 0
     finally:
@@ -298,7 +321,9 @@ async def _snapshot_at_exit(base: str, settings: Settings) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    from service.app.loader import load_app_and_settings
+
+    _, settings = load_app_and_settings()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.rate <= 0:
         raise EddyError("--rate must be positive")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
 from api.deps import BackendDep
 from api.errors import BadRequestError
-from api.routes.pipelines import MAX_TIME_MS, FromMs, Limit, ToMs, page_limit
+from api.params import MAX_TIME_MS, FromMs, Limit, ToMs, page_limit
 from api.schemas import Freshness
 from service.eventtime import MIN_WATERMARK
 from service.queries import UnknownKeyError
@@ -110,42 +110,7 @@ async def table_entries(
             for e in page.entries
         ],
         next_from_ms=page.next_from_ms,
-        freshness=Freshness.of(backend.worker_id, page),
-    )
-
-
-class Keys(BaseModel):
-    pipeline: str
-    table: str
-    keys: list[str] = Field(description="In key order, from the partitions served here.")
-    partitions: list[int]
-    served_by: str
-
-
-@router.get(
-    "/pipelines/{pipeline}/tables/{table}/keys",
-    response_model=Keys,
-    responses={400: {"description": "A table keyed by time"}, 404: {"description": "Unknown"}},
-)
-async def table_keys(
-    backend: BackendDep,
-    pipeline: Name,
-    table: Name,
-    limit: Annotated[int, Query(ge=1, le=10_000, description="Most keys")] = 100,
-) -> Keys:
-    """Keys of a table, e.g. the sensors with results (``results``), for browsing."""
-    if pipeline not in backend.pipelines():
-        raise UnknownKeyError(f"pipeline {pipeline!r} does not run on this worker")
-    try:
-        found = backend.table_keys(pipeline, table, limit)
-    except ValueError as exc:
-        raise BadRequestError(str(exc)) from None
-    return Keys(
-        pipeline=pipeline,
-        table=table,
-        keys=found,
-        partitions=sorted(backend.watermarks().get(pipeline, {})),
-        served_by=backend.worker_id,
+        freshness=Freshness.of(backend.worker_id, page.freshness),
     )
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import field as dataclass_field
+from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
 
 from service.eventtime.windows import TimeWindow
 
@@ -26,6 +27,24 @@ ACC = TypeVar("ACC")
 OUT = TypeVar("OUT", covariant=True)
 
 Element = list[Any]  # [timestamp_ms, value]: stored elements keep their time for evictors
+Of = Callable[[Any], Any] | str  # a function of the value, or the name of one of its fields
+
+
+class StatsResult(TypedDict):
+    count: int
+    avg: float
+    min: float
+    max: float
+
+
+class MinMaxResult(TypedDict):
+    min: float
+    max: float
+
+
+def _accessor(self: Any, name: str = "of") -> None:
+    """Resolve what an aggregate reads (a field name or a function), once."""
+    object.__setattr__(self, "_get", field(getattr(self, name)))
 
 
 class AggregateFunction(Protocol, Generic[IN, ACC, OUT]):
@@ -116,6 +135,8 @@ class Reduce:
 
 @dataclass(frozen=True, slots=True)
 class Count:
+    result_type: ClassVar[type] = int
+
     def create(self) -> int:
         return 0
 
@@ -131,13 +152,19 @@ class Count:
 
 @dataclass(frozen=True, slots=True)
 class Sum:
-    of: Callable[[Any], float]
+    of: Of
+    _get: Callable[[Any], Any] = dataclass_field(init=False, repr=False, compare=False)
+    result_type: ClassVar[type] = float
+
+    def __post_init__(self) -> None:
+        _accessor(self)
 
     def create(self) -> float:
         return 0
 
     def add(self, value: Any, accumulator: float) -> float:
-        return accumulator + self.of(value)
+        total: float = accumulator + self._get(value)
+        return total
 
     def merge(self, left: float, right: float) -> float:
         return left + right
@@ -146,24 +173,29 @@ class Sum:
         return accumulator
 
 
-def Min(of: Callable[[Any], Any]) -> Reduce:
-    return Reduce(min, of)
+def Min(of: Of) -> Reduce:
+    return Reduce(min, field(of))
 
 
-def Max(of: Callable[[Any], Any]) -> Reduce:
-    return Reduce(max, of)
+def Max(of: Of) -> Reduce:
+    return Reduce(max, field(of))
 
 
 @dataclass(frozen=True, slots=True)
 class Avg:
-    of: Callable[[Any], float]
+    of: Of
+    _get: Callable[[Any], Any] = dataclass_field(init=False, repr=False, compare=False)
+    result_type: ClassVar[type] = float
+
+    def __post_init__(self) -> None:
+        _accessor(self)
 
     def create(self) -> list[float]:
         return [0, 0.0]
 
     def add(self, value: Any, accumulator: list[float]) -> list[float]:
         accumulator[0] += 1
-        accumulator[1] += self.of(value)
+        accumulator[1] += self._get(value)
         return accumulator
 
     def merge(self, left: list[float], right: list[float]) -> list[float]:
@@ -177,13 +209,18 @@ class Avg:
 class MinMax:
     """The seeds' ``MinMaxTemp``: the lowest and highest value of one attribute."""
 
-    of: Callable[[Any], float]
+    of: Of
+    _get: Callable[[Any], Any] = dataclass_field(init=False, repr=False, compare=False)
+    result_type: ClassVar[type] = MinMaxResult
+
+    def __post_init__(self) -> None:
+        _accessor(self)
 
     def create(self) -> list[float] | None:
         return None
 
     def add(self, value: Any, accumulator: list[float] | None) -> list[float]:
-        x = self.of(value)
+        x = self._get(value)
         if accumulator is None:
             return [x, x]
         if x < accumulator[0]:
@@ -212,13 +249,18 @@ class Stats:
     function's cost.
     """
 
-    value_of: Callable[[Any], float]
+    value_of: Of
+    _get: Callable[[Any], Any] = dataclass_field(init=False, repr=False, compare=False)
+    result_type: ClassVar[type] = StatsResult
+
+    def __post_init__(self) -> None:
+        _accessor(self, "value_of")
 
     def create(self) -> list[float]:
         return [0, 0.0, float("inf"), float("-inf")]
 
     def add(self, value: Any, accumulator: list[float]) -> list[float]:
-        x = self.value_of(value)
+        x = self._get(value)
         accumulator[0] += 1
         accumulator[1] += x
         if x < accumulator[2]:

@@ -14,6 +14,7 @@ Elements are stored as ``[timestamp_ms, value]``; values must be JSON-compatible
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from service.eventtime.functions import WindowContext
 from service.eventtime.operator import WindowSpec
 from service.eventtime.process import Context
-from service.eventtime.state import Ttl
+from service.eventtime.ttl import Ttl
 from service.eventtime.windows import WindowAssigner
 
 LEFT, RIGHT = 0, 1
@@ -38,6 +39,9 @@ class IntervalJoin:
     lower_ms: int
     upper_ms: int
     join: Callable[[Any, Any], Any] = pair
+    # Buffered elements are stored as JSON; these turn one back into its type.
+    revive_left: Callable[[Any], Any] | None = None
+    revive_right: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.lower_ms > self.upper_ms:
@@ -54,7 +58,9 @@ class IntervalJoin:
         if ts is None or ts < ctx.timer_service.current_watermark_ms:
             return  # late: its matches may already be cleaned up (Flink drops it too)
         mine, theirs = ("left", "right") if side == LEFT else ("right", "left")
-        for other_ts, other in ctx.state.list(theirs).get():
+        revive = self.revive_right if side == LEFT else self.revive_left
+        for other_ts, stored in ctx.state.list(theirs).get():
+            other = stored if revive is None else revive(stored)
             left_ts, right_ts = (ts, other_ts) if side == LEFT else (other_ts, ts)
             if self.lower_ms <= right_ts - left_ts <= self.upper_ms:
                 left, right = (value, other) if side == LEFT else (other, value)
@@ -95,24 +101,43 @@ class UnboundedJoin:
         ctx.state.list("right", self.ttl).add(value)
 
 
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    """Whether a join function also wants the window's context (key, window,
+    per-key state): ``f(left, right, ctx)`` rather than ``f(left, right)``."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
 class _WindowJoin:
-    def __init__(self, join: Callable[[Any, Any], Any]) -> None:
+    def __init__(self, join: Callable[..., Any]) -> None:
         self._join = join
+        self._with_ctx = _takes_context(join)
 
     def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
         lefts = [e["value"] for e in elements if e["side"] == LEFT]
         rights = [e["value"] for e in elements if e["side"] == RIGHT]
-        return [self._join(left, right) for left in lefts for right in rights]
+        extra = (ctx,) if self._with_ctx else ()
+        pairs = [self._join(left, right, *extra) for left in lefts for right in rights]
+        return [p for p in pairs if p is not None]
 
 
 class _CoGroup:
-    def __init__(self, cogroup: Callable[[list[Any], list[Any]], Any]) -> None:
+    """Both sides' lists once per firing; a function that returns None emits
+    nothing (an inner join that found one side empty)."""
+
+    def __init__(self, cogroup: Callable[..., Any]) -> None:
         self._cogroup = cogroup
+        self._with_ctx = _takes_context(cogroup)
 
     def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
         lefts = [e["value"] for e in elements if e["side"] == LEFT]
         rights = [e["value"] for e in elements if e["side"] == RIGHT]
-        return [self._cogroup(lefts, rights)]
+        result = self._cogroup(lefts, rights, *((ctx,) if self._with_ctx else ()))
+        return [] if result is None else [result]
 
 
 def tag(side: int, value: Any) -> dict[str, Any]:

@@ -75,13 +75,27 @@ class KeyedWindows:
         Returns:
             The window results it caused, and whether it was late.
         """
+        results, late = self.on_element(key, timestamp_ms, value)
+        fired = self.observe(input_name, timestamp_ms, value, now_ms)
+        return (results + fired if fired else results), late
+
+    def on_element(
+        self, key: str, timestamp_ms: int, value: Any
+    ) -> tuple[list[WindowResult], bool]:
+        """One element, judged against the watermark before its record: the
+        results it caused and whether it was late. The clock does not move."""
         accepted, results = self._process(key, timestamp_ms, value)
+        return results, not accepted
+
+    def observe(
+        self, input_name: str, timestamp_ms: int, value: Any, now_ms: int
+    ) -> list[WindowResult]:
+        """A source record was handled (whatever elements it gave): let its event
+        time move the watermark, and fire what the new watermark closes."""
         tracker = self.tracker
         if tracker is not None and tracker.on_event(input_name, timestamp_ms, value, now_ms):
-            fired = self.operator.advance_watermark(tracker.watermark_ms)
-            if fired:
-                results = results + fired
-        return results, not accepted
+            return self.operator.advance_watermark(tracker.watermark_ms)
+        return []
 
     def on_marker(
         self, upstream: int, upstreams: int, watermark_ms: int, now_ms: int

@@ -10,13 +10,15 @@ processing time) reaches them, never while an element is being handled.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+import inspect
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from service.eventtime.state import TTL_NAMESPACE, KeyedStates, StateBackend
 from service.eventtime.timers import Timer, TimerQueue, TimerStore
 from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
 
+T = TypeVar("T")
 MAIN = "main"
 USER_TIMER = "user"
 EVENT_TIME = "event_time"
@@ -67,6 +69,8 @@ class Context:
         self.state = op.states
         self.timestamp_ms: int | None = None
         self.time_domain: str | None = None
+        # The agent's settings (an AgentSettings instance), set by the app.
+        self.settings: Any = None
 
     @property
     def key(self) -> str:
@@ -82,6 +86,19 @@ class Context:
         self._op.emitted.append(
             Emitted(output, self._op.key if key is None else key, value, self.timestamp_ms)
         )
+
+    def send(self, topic: Any, value: Any, key: str | None = None) -> None:
+        """Emit ``value`` to an output topic the agent declared (``outputs=[...]``),
+        keyed by the current key unless ``key`` is given."""
+        self.output(value, output=getattr(topic, "name", topic), key=key)
+
+    @property
+    def watermark_ms(self) -> int:
+        return self._op.watermark_ms
+
+    @property
+    def processing_time_ms(self) -> int:
+        return self._op.processing_time_ms
 
     def broadcast(self, name: str) -> dict[str, Any]:
         """Broadcast state ``name``, read-only here (a copy: changes are not kept)."""
@@ -100,11 +117,45 @@ class BroadcastContext(Context):
 class ProcessFunction(Protocol):
     """One handler per input: ``process_element`` (one input) or
     ``process_element1``/``process_element2`` (co-process); ``on_timer`` and
-    ``process_broadcast_element`` are optional."""
+    ``process_broadcast_element`` are optional. Handlers of an async agent may be
+    ``async def``: the operator awaits them, one at a time, in order."""
+
+
+class AwaitedOutsideAgentError(TypeError):
+    """A handler awaited something where nothing may wait: in the replay CLI's
+    synchronous harness, or in a function that is not an async agent."""
+
+
+def drive(step: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends, synchronously.
+
+    The operator's steps are coroutines so an async agent's handlers can be
+    awaited in order; a synchronous function's steps finish at the first send.
+    """
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    step.close()
+    raise AwaitedOutsideAgentError(
+        "a process function awaited I/O outside an async agent; declare it with "
+        "@app.agent (or make the handler synchronous)"
+    )
+
+
+async def _call(handler: Callable[..., Any], *args: Any) -> None:
+    result = handler(*args)
+    if inspect.isawaitable(result):
+        await result
 
 
 class ProcessOperator:
-    """Runs a (co-)process function for the keys of one partition."""
+    """Runs a (co-)process function for the keys of one partition.
+
+    Each entry point exists twice: ``process``/``on_tick``/... run a synchronous
+    function; ``process_async``/``on_tick_async``/... also await async handlers.
+    One implementation serves both (see :func:`drive`).
+    """
 
     def __init__(
         self,
@@ -139,6 +190,12 @@ class ProcessOperator:
         ]
         self.reload(None)
 
+    @property
+    def is_async(self) -> bool:
+        """Whether any handler is a coroutine function (an async agent)."""
+        names = ("process_element", "process_element1", "process_element2", "on_timer")
+        return any(inspect.iscoroutinefunction(getattr(self.function, n, None)) for n in names)
+
     def reload(self, snapshot: dict[str, Any] | None) -> None:
         self.event_timers.reload()
         self.processing_timers.reload()
@@ -155,11 +212,56 @@ class ProcessOperator:
             return self.tracker.snapshot()
         return {"emitted_ms": self.watermark_ms}
 
+    # -- synchronous entry points ----------------------------------------------------
+
     def process(
         self, key: str, timestamp_ms: int | None, value: Any, input_index: int = 0
     ) -> list[Emitted]:
         """Handle one element of input ``input_index``; then let it move the clock."""
+        return drive(self.process_async(key, timestamp_ms, value, input_index))
+
+    def process_element(
+        self, key: str, timestamp_ms: int | None, value: Any, input_index: int = 0
+    ) -> list[Emitted]:
+        """Only the handler: the caller moves the clock once per source record
+        (:meth:`observe`), however many elements it gave."""
         self.emitted = []
+        drive(self.element_async(key, timestamp_ms, value, input_index))
+        return self.emitted
+
+    def process_broadcast(self, value: Any) -> list[Emitted]:
+        """A record of the broadcast (control) input: every task sees every one."""
+        return drive(self.process_broadcast_async(value))
+
+    def advance_watermark(self, watermark_ms: int) -> list[Emitted]:
+        """An explicit watermark (the input's own, or the end of input)."""
+        return drive(self.advance_watermark_async(watermark_ms))
+
+    def observe(self, input_index: int, timestamp_ms: int) -> list[Emitted]:
+        """A source record that produced no element (filtered out) still moves the
+        clock, as a watermark generated at the source does in Flink."""
+        return drive(self.observe_async(input_index, timestamp_ms))
+
+    def on_tick(self, now_ms: int) -> list[Emitted]:
+        """Processing time passed: periodic watermarks, idleness, processing timers."""
+        return drive(self.on_tick_async(now_ms))
+
+    # -- the implementation, awaiting async handlers ------------------------------------
+
+    async def process_async(
+        self, key: str, timestamp_ms: int | None, value: Any, input_index: int = 0
+    ) -> list[Emitted]:
+        self.emitted = []
+        await self.element_async(key, timestamp_ms, value, input_index)
+        if timestamp_ms is not None:
+            await self._advance_from(input_index, timestamp_ms, value)
+        return self.emitted
+
+    async def element_async(
+        self, key: str, timestamp_ms: int | None, value: Any, input_index: int = 0
+    ) -> None:
+        """Only the handler, appending to :attr:`emitted`; the caller moves the clock
+        once for the source record (several elements may come from one record)."""
         self._bind(key, self.states)
         self._ctx.timestamp_ms = timestamp_ms
         self._ctx.time_domain = None
@@ -168,38 +270,40 @@ class ProcessOperator:
             raise TypeError(
                 f"{type(self.function).__name__} has no handler for input {input_index}"
             )
-        handler(value, self._ctx)
-        if self.tracker is not None and timestamp_ms is not None:
-            advanced = self.tracker.on_event(
-                self._inputs[input_index], timestamp_ms, value, self.processing_time_ms
-            )
-            if advanced:
-                self._fire_event_timers(self.tracker.watermark_ms)
+        await _call(handler, value, self._ctx)
+
+    async def observe_async(self, input_index: int, timestamp_ms: int) -> list[Emitted]:
+        self.emitted = []
+        await self._advance_from(input_index, timestamp_ms, None)
         return self.emitted
 
-    def process_broadcast(self, value: Any) -> list[Emitted]:
-        """A record of the broadcast (control) input: every task sees every one."""
+    async def _advance_from(self, input_index: int, timestamp_ms: int, value: Any) -> None:
+        if self.tracker is None:
+            return
+        advanced = self.tracker.on_event(
+            self._inputs[input_index], timestamp_ms, value, self.processing_time_ms
+        )
+        if advanced:
+            await self._fire_event_timers(self.tracker.watermark_ms)
+
+    async def process_broadcast_async(self, value: Any) -> list[Emitted]:
         self.emitted = []
         self._bind("", self.states)
         self._bctx.timestamp_ms = None
-        self.function.process_broadcast_element(value, self._bctx)
+        await _call(self.function.process_broadcast_element, value, self._bctx)
         return self.emitted
 
-    def advance_watermark(self, watermark_ms: int) -> list[Emitted]:
-        """An explicit watermark (the input's own, or the end of input)."""
+    async def advance_watermark_async(self, watermark_ms: int) -> list[Emitted]:
         self.emitted = []
-        self._fire_event_timers(watermark_ms)
+        await self._fire_event_timers(watermark_ms)
         return self.emitted
 
-    def on_tick(self, now_ms: int) -> list[Emitted]:
-        """Processing time passed: periodic watermarks, idleness, processing timers.
-
-        Processing-time timers that came due while the worker was down fire here,
-        on the first tick after a restore.
-        """
+    async def on_tick_async(self, now_ms: int) -> list[Emitted]:
+        """Processing-time timers that came due while the worker was down fire here,
+        on the first tick after a restore."""
         self.emitted = []
         if self.tracker is not None and self.tracker.on_tick(now_ms):
-            self._fire_event_timers(self.tracker.watermark_ms)
+            await self._fire_event_timers(self.tracker.watermark_ms)
         if now_ms > self.processing_time_ms:
             self.processing_time_ms = now_ms
             for timer in self.processing_timers.pop_due(now_ms):
@@ -207,24 +311,24 @@ class ProcessOperator:
                     self.states.key = timer.key
                     self.states.on_ttl_timer(timer)
                 else:
-                    self._on_timer(timer, PROCESSING_TIME)
+                    await self._on_timer(timer, PROCESSING_TIME)
         return self.emitted
 
-    def _fire_event_timers(self, watermark_ms: int) -> None:
+    async def _fire_event_timers(self, watermark_ms: int) -> None:
         if watermark_ms <= self.watermark_ms:
             return
         self.watermark_ms = watermark_ms
         for timer in self.event_timers.pop_due(watermark_ms):
-            self._on_timer(timer, EVENT_TIME)
+            await self._on_timer(timer, EVENT_TIME)
 
-    def _on_timer(self, timer: Timer, domain: str) -> None:
+    async def _on_timer(self, timer: Timer, domain: str) -> None:
         on_timer = getattr(self.function, "on_timer", None)
         if on_timer is None:
             return
         self._bind(timer.key, self.states)
         self._ctx.timestamp_ms = timer.time_ms
         self._ctx.time_domain = domain
-        on_timer(timer.time_ms, self._ctx)
+        await _call(on_timer, timer.time_ms, self._ctx)
 
     def _bind(self, key: str, states: KeyedStates) -> None:
         self.key = key

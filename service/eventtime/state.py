@@ -10,11 +10,24 @@ the store and its changelog (a tombstone) do not keep it (semantics H.5).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from service.eventtime.functions import AggregateFunction
 from service.eventtime.timers import Timer, TimerQueue
+from service.eventtime.ttl import Ttl
+
+if TYPE_CHECKING:
+    from service.eventtime.descriptors import (
+        Entries,
+        Items,
+        ListState,
+        MapState,
+        StateDescriptor,
+        Value,
+        ValueState,
+    )
+
+T = TypeVar("T")
 
 TTL_NAMESPACE = "state.ttl."
 
@@ -29,16 +42,6 @@ class StateBackend(Protocol):
     def delete_state(self, name: str, key: str) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Ttl:
-    ttl_ms: int
-    refresh_on_read: bool = False
-
-    def __post_init__(self) -> None:
-        if self.ttl_ms <= 0:
-            raise ValueError("ttl_ms must be positive")
-
-
 class KeyedStates:
     """Creates state handles bound to the current key; owns TTL cleanup."""
 
@@ -50,24 +53,37 @@ class KeyedStates:
         self._now_ms = now_ms
         self.key = ""
 
-    def value(self, name: str, ttl: Ttl | None = None) -> ValueState:
-        return ValueState(self, name, ttl)
+    @overload
+    def __call__(self, descriptor: ValueState[T]) -> Value[T]: ...
+    @overload
+    def __call__(self, descriptor: ListState[T]) -> Items[T]: ...
+    @overload
+    def __call__(self, descriptor: MapState[T]) -> Entries[T]: ...
+    def __call__(self, descriptor: StateDescriptor[Any]) -> Any:
+        """The current key's state named by ``descriptor``, typed as it declares."""
+        from service.eventtime.descriptors import Entries, Items, Value
 
-    def list(self, name: str, ttl: Ttl | None = None) -> ListState:
-        return ListState(self, name, ttl)
+        handle = {"value": Value, "list": Items, "map": Entries}[descriptor.kind]
+        return handle(self, descriptor)
 
-    def map(self, name: str, ttl: Ttl | None = None) -> MapState:
-        return MapState(self, name, ttl)
+    def value(self, name: str, ttl: Ttl | None = None) -> ValueHandle:
+        return ValueHandle(self, name, ttl)
+
+    def list(self, name: str, ttl: Ttl | None = None) -> ListHandle:
+        return ListHandle(self, name, ttl)
+
+    def map(self, name: str, ttl: Ttl | None = None) -> MapHandle:
+        return MapHandle(self, name, ttl)
 
     def reducing(
         self, name: str, reduce: Callable[[Any, Any], Any], ttl: Ttl | None = None
-    ) -> ReducingState:
-        return ReducingState(self, name, reduce, ttl)
+    ) -> ReducingHandle:
+        return ReducingHandle(self, name, reduce, ttl)
 
     def aggregating(
         self, name: str, aggregate: AggregateFunction[Any, Any, Any], ttl: Ttl | None = None
-    ) -> AggregatingState:
-        return AggregatingState(self, name, aggregate, ttl)
+    ) -> AggregatingHandle:
+        return AggregatingHandle(self, name, aggregate, ttl)
 
     def on_ttl_timer(self, timer: Timer) -> None:
         """A TTL timer fired: delete the entry if it really expired by now."""
@@ -128,7 +144,7 @@ class _Handle:
         self._states.clear(self._name, self._ttl)
 
 
-class ValueState(_Handle):
+class ValueHandle(_Handle):
     def get(self, default: Any = None) -> Any:
         value = self._read()
         return default if value is None else value
@@ -139,7 +155,7 @@ class ValueState(_Handle):
         self._write(value)
 
 
-class ListState(_Handle):
+class ListHandle(_Handle):
     def get(self) -> list[Any]:
         return list(self._read() or [])
 
@@ -153,7 +169,7 @@ class ListState(_Handle):
             self.clear()
 
 
-class MapState(_Handle):
+class MapHandle(_Handle):
     def _map(self) -> dict[str, Any]:
         return dict(self._read() or {})
 
@@ -180,7 +196,7 @@ class MapState(_Handle):
         return not self._map()
 
 
-class ReducingState(_Handle):
+class ReducingHandle(_Handle):
     __slots__ = ("_reduce",)
 
     def __init__(
@@ -197,7 +213,7 @@ class ReducingState(_Handle):
         self._write(value if current is None else self._reduce(current, value))
 
 
-class AggregatingState(_Handle):
+class AggregatingHandle(_Handle):
     __slots__ = ("_aggregate",)
 
     def __init__(

@@ -8,13 +8,48 @@ input offsets and its state changes in one Kafka transaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
 Headers = Sequence[tuple[str, bytes]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """An output topic (its name on the broker) and how values are written to it.
+
+    ``steps`` are the agent's stateless steps after its keyed step (map, filter,
+    flat_map), run on each value before it is encoded.
+    """
+
+    topic: str
+    encode: Callable[[Any], bytes]
+    steps: Callable[[Any], Iterable[Any]] | None = None
+
+    def write(self, value: Any) -> list[bytes]:
+        """The encoded records ``value`` becomes on this topic.
+
+        Raises:
+            StepError: a step raised; the message points at the user's line.
+        """
+        if self.steps is None:
+            return [self.encode(value)]
+        try:
+            values = list(self.steps(value))
+        except Exception as exc:
+            from service.pipeline.source import failure
+
+            raise StepError(f"writing to {self.topic}: {failure('a step', exc)}") from exc
+        return [self.encode(v) for v in values]
+
+
+class StepError(RuntimeError):
+    """A user step after an agent's keyed step raised. The record that caused the
+    output is retried, then dead-lettered with this message (restart settings)."""
 
 
 class InputRecord(Protocol):
@@ -83,6 +118,10 @@ class PartitionLogic(Protocol):
         """Rebuild in-memory state from the committed store (after restore or abort)."""
         ...
 
+    def advance_watermark(self, watermark_ms: int, out: Output) -> None:
+        """An explicit watermark: the test driver's, or the end of a bounded input."""
+        ...
+
     @property
     def watermark_ms(self) -> int: ...
 
@@ -97,6 +136,12 @@ class AsyncLogic(PartitionLogic, Protocol):
     """
 
     async def process_async(self, record: InputRecord, out: Output) -> None: ...
+
+    async def tick_async(self, now_ms: int, out: Output) -> None:
+        """:meth:`on_tick`, awaiting what the logic's functions await (timers)."""
+        ...
+
+    async def advance_watermark_async(self, watermark_ms: int, out: Output) -> None: ...
 
     async def flush(self, out: Output) -> None:
         """Finish everything in flight and emit its results."""

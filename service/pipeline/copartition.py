@@ -15,10 +15,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from service.eventtime.watermarks import BoundedOutOfOrderness
-from service.pipeline.base import Pipeline
-from service.pipeline.keyed import Input, KeyedProcess
+from service.eventtime.watermarks import BoundedOutOfOrderness, PerInput
+from service.pipeline.base import Pipeline, Target
 from service.pipeline.repartition import Repartition
+from service.pipeline.source import Source
 
 log = logging.getLogger(__name__)
 
@@ -30,33 +30,34 @@ def repartition_topic(app_id: str, pipeline: str, topic: str) -> str:
 def co_partition(
     pipelines: Iterable[Pipeline], counts: Mapping[str, int], app_id: str
 ) -> tuple[list[Pipeline], dict[str, int]]:
-    """Rewrite pipelines whose inputs are not co-partitioned.
+    """Rewrite stages whose inputs are not co-partitioned.
 
     Args:
         counts: partition count of every input topic.
 
     Returns:
-        The pipelines to run (re-keying stages first) and the repartition topics
-        to create, with their partition counts.
+        The stages to run (re-keying stages first) and the repartition topics to
+        create, with their partition counts.
     """
     result: list[Pipeline] = []
     topics: dict[str, int] = {}
     for pipeline in pipelines:
-        if not isinstance(pipeline, KeyedProcess) or len(pipeline.inputs) < 2:
+        inputs: tuple[Source, ...] = getattr(pipeline, "inputs", ())
+        if len(inputs) < 2:
             result.append(pipeline)
             continue
-        target = counts[pipeline.inputs[0].topic]
-        inputs = []
-        for source in pipeline.inputs:
+        target = counts[inputs[0].topic]
+        rewritten = []
+        for source in inputs:
             if counts[source.topic] == target:
-                inputs.append(source)
+                rewritten.append(source)
                 continue
             topic = repartition_topic(app_id, pipeline.name, source.topic)
             log.warning(
                 "inputs of %s are not co-partitioned (%s: %d partitions, %s: %d): "
                 "re-keying %s through %s",
                 pipeline.name,
-                pipeline.inputs[0].topic,
+                inputs[0].topic,
                 target,
                 source.topic,
                 counts[source.topic],
@@ -65,19 +66,22 @@ def co_partition(
             )
             result.append(_rekey(pipeline, source, topic))
             topics[topic] = target
-            inputs.append(dataclasses.replace(source, topic=topic))
-        result.append(dataclasses.replace(pipeline, inputs=inputs))
+            rewritten.append(source.after_repartition(topic))
+        changes: dict[str, Any] = {"inputs": tuple(rewritten)}
+        watermark = getattr(pipeline, "watermark", None)
+        if isinstance(watermark, PerInput):
+            names = {old.topic: new.topic for old, new in zip(inputs, rewritten, strict=True)}
+            strategies = {names.get(k, k): v for k, v in watermark.strategies.items()}
+            changes["watermark"] = dataclasses.replace(watermark, strategies=strategies)
+        result.append(dataclasses.replace(pipeline, **changes))  # type: ignore[type-var]
     return result, topics
 
 
-def _rekey(pipeline: KeyedProcess, source: Input, topic: str) -> Repartition:
-    def rekey(record: dict[str, Any]) -> list[tuple[str, Any]]:
-        return [(source.key(source.value_type.model_validate(record)), record)]
-
+def _rekey(pipeline: Pipeline, source: Source, topic: str) -> Repartition:
+    watermark = getattr(pipeline, "watermark", None) or BoundedOutOfOrderness(0)
     return Repartition(
         name=f"{pipeline.name}.rekey.{source.topic}",
         source=source,
-        rekey=rekey,
-        target=topic,
-        watermark=pipeline.watermark or BoundedOutOfOrderness(0),
+        target=Target(topic, source.element.encode),
+        watermark=watermark,
     )

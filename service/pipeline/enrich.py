@@ -22,29 +22,30 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-import orjson
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_exponential
 
 from service.eventtime.async_wait import AsyncWaitQueue, Result, Watermark
 from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
-from service.pipeline.base import InputRecord, Output
-from service.pipeline.keyed import META, Input, decode_input
+from service.pipeline.base import InputRecord, Output, Target
+from service.pipeline.keyed import META
+from service.pipeline.source import Source
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
-Lookup = Callable[[dict[str, Any]], Awaitable[Any | None]]
+Lookup = Callable[[Any], Awaitable[Any | None]]
 
 
 @dataclass(frozen=True)
 class AsyncEnrichment:
     name: str
-    source: Input
+    source: Source
     lookup: Lookup
-    enrich: Callable[[dict[str, Any], Any], dict[str, Any]]
+    enrich: Callable[[Any, Any], Any]
     fallback: Any
-    sink: str
+    outputs: tuple[Target, ...]
     watermark: WatermarkStrategy
     capacity: int = 100
     timeout_ms: int = 5_000
@@ -69,7 +70,7 @@ class AsyncEnrichment:
 
     @property
     def output_topics(self) -> Sequence[str]:
-        return (self.sink,)
+        return tuple(dict.fromkeys(t.topic for t in self.outputs))
 
     def create_logic(
         self, partition: int, store: PartitionStore, txn: PartitionTransaction
@@ -79,13 +80,13 @@ class AsyncEnrichment:
 
 @dataclass(frozen=True, slots=True)
 class Enriched:
-    key: str
+    key: str | None
     timestamp_ms: int
-    value: dict[str, Any]
+    value: Any
 
 
 async def look_up(
-    lookup: Lookup, value: dict[str, Any], *, timeout_s: float, retries: int, out: Output
+    lookup: Lookup, value: Any, *, timeout_s: float, retries: int, out: Output
 ) -> tuple[Any | None, str]:
     """``(answer, outcome)``; outcome is ``ok``, ``miss``, ``error`` or ``timeout``."""
 
@@ -147,13 +148,26 @@ class EnrichmentLogic:
         raise TypeError(f"{self._d.name} looks records up asynchronously: use process_async")
 
     async def process_async(self, record: InputRecord, out: Output) -> None:
-        decoded = decode_input(self._d.source, record, out)
-        if decoded is not None:
-            key, timestamp_ms, value = decoded
-            event_ms = record.timestamp if timestamp_ms is None else timestamp_ms
-            await self._queue.put(lambda: self._call(key, event_ms, value, out))
+        read = self._d.source.read(record, out)
+        if read is not None:
+            event_ms = read.timestamp_ms
+            for key, value in read.elements:
+                await self._queue.put(partial(self._call, key, event_ms, value, out))
             self._tracker.on_event(record.topic, event_ms, None, self._now_ms)
         self._emit(self._queue.take(), out)
+
+    async def tick_async(self, now_ms: int, out: Output) -> None:
+        self.on_tick(now_ms, out)
+
+    def advance_watermark(self, watermark_ms: int, out: Output) -> None:
+        """An explicit watermark enters the queue as a barrier, like any other."""
+        if watermark_ms > self._inserted_ms:
+            self._inserted_ms = watermark_ms
+            self._queue.put_watermark(watermark_ms)
+        self._emit(self._queue.take(), out)
+
+    async def advance_watermark_async(self, watermark_ms: int, out: Output) -> None:
+        self.advance_watermark(watermark_ms, out)
 
     def on_tick(self, now_ms: int, out: Output) -> None:
         self._now_ms = now_ms
@@ -182,9 +196,7 @@ class EnrichmentLogic:
             self._txn.put(META, "enrich", snapshot)
             self._saved = snapshot
 
-    async def _call(
-        self, key: str, timestamp_ms: int, value: dict[str, Any], out: Output
-    ) -> Enriched:
+    async def _call(self, key: str | None, timestamp_ms: int, value: Any, out: Output) -> Enriched:
         started = time.perf_counter()
         answer, outcome = await look_up(
             self._d.lookup,
@@ -205,10 +217,7 @@ class EnrichmentLogic:
                 self._released_ms = item.watermark_ms
                 continue
             enriched = item.value
-            out.send(
-                self._d.sink,
-                enriched.key.encode(),
-                orjson.dumps(enriched.value),
-                (),
-                enriched.timestamp_ms,
-            )
+            key = None if enriched.key is None else enriched.key.encode()
+            for target in self._d.outputs:
+                for data in target.write(enriched.value):
+                    out.send(target.topic, key, data, (), enriched.timestamp_ms)

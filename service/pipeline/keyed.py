@@ -1,28 +1,26 @@
-"""Process-function pipelines: a (co-)process function over one or two keyed,
+"""Process-function stages: a (co-)process function over one or two keyed,
 co-partitioned inputs, optionally with a broadcast (control) input.
 
-The runtime decodes each record with its input's model, extracts key and event
-time, and calls the function through :class:`service.eventtime.process.
-ProcessOperator`; keyed state, timers and the watermark live in the partition's
-RocksDB store, and everything a function emits commits with the input offsets.
-Functions receive records as plain dicts (the validated model, dumped to JSON
-types), exactly as the replay CLI gives them.
+Each input's records become keyed elements (:mod:`service.pipeline.source`) and
+reach the function through :class:`service.eventtime.process.ProcessOperator`
+as their typed values. Keyed state, timers and the watermark live in the
+partition's RocksDB store, and everything the function emits commits with the
+input offsets. A function whose handlers are ``async def`` (an async agent) is
+awaited record by record, and the runtime waits for it before each checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import orjson
-from pydantic import BaseModel
 
 from service.eventtime.process import Emitted, ProcessOperator
 from service.eventtime.watermarks import WatermarkStrategy
-from service.pipeline.base import InputRecord, Output
+from service.pipeline.base import InputRecord, Output, Target
 from service.pipeline.markers import marker_of
-from service.records import DecodeError, decode_model
+from service.pipeline.source import Read, Source
+from service.serde import DecodeError
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
 from tables.keyed import StoredStateBackend, state_table
 from tables.schema import StateSchema
@@ -32,45 +30,34 @@ from tables.windows import StoredTimers, timer_table
 EVENT_TIMERS = timer_table("ptimers")
 PROCESSING_TIMERS = timer_table("ptimers.processing")
 META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
+MAIN = "main"
 
 # In state_schemas: every ``state.*`` table is accepted (the states are not declared).
 ANY_STATE = "state.*"
 
-__all__ = ["Input", "KeyedProcess", "state_table"]
-
-
-@dataclass(frozen=True)
-class Input:
-    """One input topic: how to decode, key and timestamp its records."""
-
-    topic: str
-    value_type: type[BaseModel]
-    key: Callable[[Any], str]
-    timestamp_ms: Callable[[Any], int] | None = None
+__all__ = ["KeyedProcess", "state_table"]
 
 
 @dataclass(frozen=True)
 class KeyedProcess:
-    """A pipeline running ``function`` over ``inputs`` (one: ``process_element``;
-    two: ``process_element1``/``process_element2``). ``outputs`` names topics:
-    ``"main"`` for ``ctx.output(value)``, others for side outputs."""
+    """A stage running ``function`` over ``inputs`` (one: ``process_element``;
+    two: ``process_element1``/``process_element2``). ``outputs`` maps an output
+    name (``"main"`` for ``ctx.output(value)``) to the topics it writes to."""
 
     name: str
-    inputs: Sequence[Input]
+    inputs: tuple[Source, ...]
     function: Any
-    outputs: Mapping[str, str]
+    outputs: Mapping[str, tuple[Target, ...]]
     watermark: WatermarkStrategy | None = None
-    broadcast: Input | None = None
-    # The keyed states the function uses (``ctx.state.value(name)``; broadcast
-    # state as ``broadcast.<name>``) and their value versions, found by name when
-    # resuming from a savepoint. None: any state, at version 1 (no evolution checks).
+    broadcast: Source | None = None
+    # The keyed states the function uses, by state name (broadcast state as
+    # ``broadcast.<name>``), with their value versions, found by name when resuming
+    # from a savepoint. None: any state, at version 1 (no evolution checks).
     states: Mapping[str, StateSchema] | None = None
-    _by_topic: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.inputs) <= 2:
-            raise ValueError("a process pipeline has one or two inputs")
-        object.__setattr__(self, "_by_topic", {i.topic: n for n, i in enumerate(self.inputs)})
+            raise ValueError("a process stage has one or two inputs")
 
     @property
     def sources(self) -> Sequence[str]:
@@ -85,19 +72,17 @@ class KeyedProcess:
 
     @property
     def output_topics(self) -> Sequence[str]:
-        return tuple(dict.fromkeys(self.outputs.values()))
+        return tuple(dict.fromkeys(t.topic for ts in self.outputs.values() for t in ts))
 
     @property
     def broadcast_topic(self) -> str | None:
         return None if self.broadcast is None else self.broadcast.topic
 
-    def input_index(self, topic: str) -> int:
-        return self._by_topic[topic]
-
     def create_logic(
         self, partition: int, store: PartitionStore, txn: PartitionTransaction
     ) -> ProcessLogic:
-        return ProcessLogic(self, store, txn)
+        logic = ProcessLogic(self, store, txn)
+        return AsyncProcessLogic(self, store, txn) if logic.is_async else logic
 
 
 class ProcessLogic:
@@ -109,6 +94,7 @@ class ProcessLogic:
         self._d = definition
         self._store = store
         self._txn = txn
+        self._index = {source.topic: n for n, source in enumerate(definition.inputs)}
         self._operator = ProcessOperator(
             definition.function,
             backend=StoredStateBackend(txn),
@@ -122,6 +108,10 @@ class ProcessLogic:
         self.reload()
 
     @property
+    def is_async(self) -> bool:
+        return self._operator.is_async
+
+    @property
     def watermark_ms(self) -> int:
         return self._operator.watermark_ms
 
@@ -131,35 +121,52 @@ class ProcessLogic:
         self._operator.reload(saved.get("watermark"))
         self.broadcast_offsets = {int(p): o for p, o in saved.get("broadcast", {}).items()}
 
-    def process(self, record: InputRecord, out: Output) -> None:
+    def _read(self, record: InputRecord, out: Output) -> tuple[int, Read] | None:
         if marker_of(record) is not None:
             # A repartitioned input (see repartition.py): its records carry their own
             # event time, which is what this logic's watermark follows.
-            return
-        index = self._d.input_index(record.topic)
-        source = self._d.inputs[index]
-        decoded = decode_input(source, record, out)
-        if decoded is None:
-            return
-        key, timestamp_ms, value = decoded
+            return None
+        index = self._index[record.topic]
+        read = self._d.inputs[index].read(record, out)
+        if read is None:
+            return None
         self._operator.source = (record.topic, record.partition, record.offset)
-        self._emit(self._operator.process(key, timestamp_ms, value, index), out)
+        return index, read
+
+    def process(self, record: InputRecord, out: Output) -> None:
+        found = self._read(record, out)
+        if found is None:
+            return
+        index, read = found
+        op = self._operator
+        emitted: list[Emitted] = []
+        for key, value in read.elements:
+            emitted += op.process_element(key, read.timestamp_ms, value, index)
+        emitted += op.observe(index, read.timestamp_ms)
+        self._emit(emitted, out)
 
     def process_broadcast(self, record: InputRecord, out: Output) -> None:
         """A control record; skipped if this task's state already reflects it."""
+        value = self._broadcast_value(record, out)
+        if value is not None:
+            self._emit(self._operator.process_broadcast(value), out)
+
+    def _broadcast_value(self, record: InputRecord, out: Output) -> Any | None:
         if record.offset < self.broadcast_offsets.get(record.partition, 0):
-            return
+            return None
         self.broadcast_offsets[record.partition] = record.offset + 1
         assert self._d.broadcast is not None
         try:
-            value = decode_model(self._d.broadcast.value_type, record.value)
+            return self._d.broadcast.serde.decode(record.value)
         except DecodeError as exc:
             out.dead_letter(record, exc.reason)
-            return
-        self._emit(self._operator.process_broadcast(value.model_dump(mode="json")), out)
+            return None
 
     def on_tick(self, now_ms: int, out: Output) -> None:
         self._emit(self._operator.on_tick(now_ms), out)
+
+    def advance_watermark(self, watermark_ms: int, out: Output) -> None:
+        self._emit(self._operator.advance_watermark(watermark_ms), out)
 
     def prepare_commit(self) -> None:
         snapshot = {
@@ -172,29 +179,50 @@ class ProcessLogic:
 
     def _emit(self, emitted: list[Emitted], out: Output) -> None:
         for item in emitted:
-            topic = self._d.outputs.get(item.output)
-            if topic is None:
+            targets = self._d.outputs.get(item.output)
+            if targets is None:
                 known = ", ".join(sorted(self._d.outputs)) or "none"
                 raise KeyError(f"output {item.output!r} is not declared (declared: {known})")
-            out.send(topic, item.key.encode(), orjson.dumps(item.value), (), item.timestamp_ms)
+            key = item.key.encode()
+            for target in targets:
+                for data in target.write(item.value):
+                    out.send(target.topic, key, data, (), item.timestamp_ms)
 
 
-def decode_input(
-    source: Input, record: InputRecord, out: Output
-) -> tuple[str, int | None, dict[str, Any]] | None:
-    """``(key, event time, value as JSON types)``, or None after dead-lettering it."""
-    try:
-        model = decode_model(source.value_type, record.value)
-    except DecodeError as exc:
-        out.dead_letter(record, exc.reason)
-        return None
-    try:
-        key = source.key(model)
-        timestamp_ms = None if source.timestamp_ms is None else source.timestamp_ms(model)
-    except Exception as exc:  # a user function failed on this record: keep the record
-        out.dead_letter(record, f"key/timestamp extraction failed: {exc!r}")
-        return None
-    if type(key) is not str or (timestamp_ms is not None and type(timestamp_ms) is not int):
-        out.dead_letter(record, "key must be a str and timestamp_ms an int")
-        return None
-    return key, timestamp_ms, model.model_dump(mode="json")
+class AsyncProcessLogic(ProcessLogic):
+    """An async agent's logic: handlers are awaited, one record at a time, so
+    keyed state and timers see records in offset order as with a synchronous
+    function. Nothing is in flight between records, so a checkpoint has nothing
+    to wait for."""
+
+    def process(self, record: InputRecord, out: Output) -> None:
+        raise TypeError(f"{self._d.name} awaits its function: use process_async")
+
+    async def process_async(self, record: InputRecord, out: Output) -> None:
+        found = self._read(record, out)
+        if found is None:
+            return
+        index, read = found
+        op = self._operator
+        emitted: list[Emitted] = []
+        for key, value in read.elements:
+            op.emitted = []
+            await op.element_async(key, read.timestamp_ms, value, index)
+            emitted += op.emitted
+        emitted += await op.observe_async(index, read.timestamp_ms)
+        self._emit(emitted, out)
+
+    async def tick_async(self, now_ms: int, out: Output) -> None:
+        self._emit(await self._operator.on_tick_async(now_ms), out)
+
+    def on_tick(self, now_ms: int, out: Output) -> None:
+        raise TypeError(f"{self._d.name} awaits its function: use tick_async")
+
+    async def advance_watermark_async(self, watermark_ms: int, out: Output) -> None:
+        self._emit(await self._operator.advance_watermark_async(watermark_ms), out)
+
+    async def flush(self, out: Output) -> None:
+        """Nothing is in flight between records."""
+
+    def cancel(self) -> None:
+        """Nothing is in flight between records."""

@@ -29,39 +29,6 @@ class Migration:
     sql: str  # ``{schema}`` stands for the quoted schema name
 
 
-# The postgres_sink pipeline's tables (agents/postgres_sink.py). No wall-clock
-# columns: after a crash and replay the rows must equal a run without faults.
-SENSOR_SINK: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "sensor window averages and latest stats per sensor",
-        """
-        CREATE TABLE {schema}.sensor_window_averages (
-            sensor_id text NOT NULL,
-            window_start_ms bigint NOT NULL,
-            window_end_ms bigint NOT NULL,
-            count bigint NOT NULL,
-            avg double precision NOT NULL,
-            min double precision NOT NULL,
-            max double precision NOT NULL,
-            timing text NOT NULL,
-            PRIMARY KEY (sensor_id, window_start_ms)
-        );
-        CREATE TABLE {schema}.sensor_latest (
-            sensor_id text PRIMARY KEY,
-            window_start_ms bigint NOT NULL,
-            window_end_ms bigint NOT NULL,
-            count bigint NOT NULL,
-            avg double precision NOT NULL,
-            min double precision NOT NULL,
-            max double precision NOT NULL,
-            timing text NOT NULL
-        );
-        """,
-    ),
-)
-
-
 def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
@@ -72,9 +39,7 @@ def lock_key(schema: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-async def migrate(
-    connection: Any, schema: str, migrations: Sequence[Migration] = SENSOR_SINK
-) -> list[Migration]:
+async def migrate(connection: Any, schema: str, migrations: Sequence[Migration]) -> list[Migration]:
     """Create ``schema`` if needed and apply the migrations it lacks, in version order.
 
     Args:
@@ -110,10 +75,12 @@ async def migrate(
     return applied
 
 
-async def migrate_dsn(dsn: str, schema: str, timeout_s: float = 10.0) -> list[Migration]:
+async def migrate_dsn(
+    dsn: str, schema: str, migrations: Sequence[Migration], timeout_s: float = 10.0
+) -> list[Migration]:
     """Connect to ``dsn`` and :func:`migrate` (``python -m tools postgres migrate``)."""
     connection = await asyncpg.connect(dsn, timeout=timeout_s)
     try:
-        return await migrate(connection, schema)
+        return await migrate(connection, schema, migrations)
     finally:
         await connection.close()

@@ -26,7 +26,7 @@ from service.eventtime.watermarks import MIN_WATERMARK
 from service.pipeline.base import InputRecord, Output
 from service.pipeline.markers import marker_of
 from service.pipeline.pgmigrate import Migration, migrate, quote
-from service.records import DecodeError, decode_model
+from service.pipeline.source import Source
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
@@ -105,19 +105,45 @@ class _Shared:
 
 
 @dataclass(frozen=True)
-class PostgresSink:
-    """A pipeline upserting each record of ``source`` (decoded as ``value_type``)
-    into ``tables`` of ``schema``, which ``migrations`` create."""
+class PostgresUpsert:
+    """Where a stream's records go in PostgreSQL: one row per record in each of
+    ``tables`` of ``schema``, which ``migrations`` create (``.sink(...)``)."""
 
-    name: str
-    source: str
-    value_type: type[BaseModel]
-    tables: Sequence[Upsert]
     dsn: str = field(repr=False)  # may hold a password
     schema: str
-    migrations: Sequence[Migration]
+    tables: Sequence[Upsert]
+    migrations: Sequence[Migration] = ()
     max_batch_rows: int = 5_000
+
+
+@dataclass(frozen=True)
+class PostgresSink:
+    """A stage upserting each element of ``source`` as ``upsert`` says."""
+
+    name: str
+    source: Source
+    upsert_to: PostgresUpsert
     _shared: _Shared = field(default_factory=_Shared, init=False, repr=False, compare=False)
+
+    @property
+    def dsn(self) -> str:
+        return self.upsert_to.dsn
+
+    @property
+    def schema(self) -> str:
+        return self.upsert_to.schema
+
+    @property
+    def tables(self) -> Sequence[Upsert]:
+        return self.upsert_to.tables
+
+    @property
+    def migrations(self) -> Sequence[Migration]:
+        return self.upsert_to.migrations
+
+    @property
+    def max_batch_rows(self) -> int:
+        return self.upsert_to.max_batch_rows
 
     @property
     def state_schemas(self) -> Mapping[str, StateSchema]:
@@ -125,7 +151,7 @@ class PostgresSink:
 
     @property
     def sources(self) -> Sequence[str]:
-        return (self.source,)
+        return (self.source.topic,)
 
     @property
     def output_topics(self) -> Sequence[str]:
@@ -211,11 +237,10 @@ class SinkLogic:
     async def process_async(self, record: InputRecord, out: Output) -> None:
         if marker_of(record) is not None:
             return
-        try:
-            self._buffer.append(decode_model(self._d.value_type, record.value))
-        except DecodeError as exc:
-            out.dead_letter(record, exc.reason)
+        read = self._d.source.read(record, out)
+        if read is None:
             return
+        self._buffer.extend(value for _, value in read.elements)
         if len(self._buffer) >= self._d.max_batch_rows and not self._deferred:
             try:
                 await self._write(out)
@@ -237,6 +262,15 @@ class SinkLogic:
         self._deferred = False
 
     def on_tick(self, now_ms: int, out: Output) -> None:
+        pass
+
+    async def tick_async(self, now_ms: int, out: Output) -> None:
+        pass
+
+    def advance_watermark(self, watermark_ms: int, out: Output) -> None:
+        pass
+
+    async def advance_watermark_async(self, watermark_ms: int, out: Output) -> None:
         pass
 
     def prepare_commit(self) -> None:

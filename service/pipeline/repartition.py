@@ -1,29 +1,27 @@
 """Re-keying through a repartition topic, with watermarks carried across.
 
-A :class:`Repartition` pipeline reads its input, maps each record to zero or
-more ``(new key, value)`` pairs (tweets -> hashtags) and writes them, keyed by
-the new key, to a repartition topic that a downstream pipeline reads. Because a
+A :class:`Repartition` stage reads its input, turns each record into zero or
+more keyed elements (its source's steps and ``key_by``) and writes them, keyed
+by their new key, to a repartition topic that the next stage reads. Because a
 downstream task now receives records from every upstream task, each upstream
 task also writes its watermark into every partition of the repartition topic as
 a control record (an empty value with ``eddy.watermark`` headers), inside the
-same transaction as its data. A downstream pipeline whose watermark strategy is
+same transaction as its data. A downstream stage whose watermark strategy is
 :class:`service.eventtime.watermarks.FromUpstream` takes the minimum over the
 upstream tasks (minus idle ones), as Flink does across a shuffle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
-from service.pipeline.base import InputRecord, Output
-from service.pipeline.keyed import META, Input
-from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK
-from service.records import DecodeError, decode_model
+from service.pipeline.base import InputRecord, Output, Target
+from service.pipeline.keyed import META
+from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK, marker_of
+from service.pipeline.source import Source
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction
 
@@ -31,9 +29,8 @@ from tables.store import PartitionStore, PartitionTransaction
 @dataclass(frozen=True)
 class Repartition:
     name: str
-    source: Input
-    rekey: Callable[[dict[str, Any]], Iterable[tuple[str, Any]]]
-    target: str
+    source: Source
+    target: Target
     watermark: WatermarkStrategy
     marker_every_ms: int = 200
 
@@ -47,7 +44,7 @@ class Repartition:
 
     @property
     def output_topics(self) -> Sequence[str]:
-        return (self.target,)
+        return (self.target.topic,)
 
     def create_logic(
         self, partition: int, store: PartitionStore, txn: PartitionTransaction
@@ -87,22 +84,23 @@ class RepartitionLogic:
         self._sent_ms = MIN_WATERMARK
 
     def process(self, record: InputRecord, out: Output) -> None:
-        try:
-            model = decode_model(self._d.source.value_type, record.value)
-        except DecodeError as exc:
-            out.dead_letter(record, exc.reason)
+        marker = marker_of(record)
+        if marker is not None:  # a chain of repartitions: the clock follows upstream
+            self._tracker.on_marker(*marker, self._now_ms)
             return
-        ts_of = self._d.source.timestamp_ms
-        try:
-            timestamp_ms = record.timestamp if ts_of is None else ts_of(model)
-            pairs = list(self._d.rekey(model.model_dump(mode="json")))
-        except Exception as exc:  # a user function failed on this record: keep the record
-            out.dead_letter(record, f"re-keying failed: {exc!r}")
+        read = self._d.source.read(record, out)
+        if read is None:
             return
-        for key, value in pairs:
-            out.send(self._d.target, str(key).encode(), orjson.dumps(value), (), timestamp_ms)
-        self._tracker.on_event(record.topic, timestamp_ms, None, self._now_ms)
+        target = self._d.target
+        for key, value in read.elements:
+            for data in target.write(value):
+                out.send(target.topic, key.encode(), data, (), read.timestamp_ms)
+        self._tracker.on_event(record.topic, read.timestamp_ms, None, self._now_ms)
         self._active = True
+
+    def advance_watermark(self, watermark_ms: int, out: Output) -> None:
+        """An explicit watermark goes downstream as this task's own."""
+        self._send_markers(watermark_ms, out)
 
     def on_tick(self, now_ms: int, out: Output) -> None:
         """Send this task's watermark downstream when it moved, and as a heartbeat
@@ -130,5 +128,5 @@ class RepartitionLogic:
             (UPSTREAM, str(self._partition).encode()),
             (UPSTREAMS, str(upstreams).encode()),
         )
-        for partition in range(out.partitions_of(self._d.target)):
-            out.send(self._d.target, None, b"", headers, None, partition)
+        for partition in range(out.partitions_of(self._d.target.topic)):
+            out.send(self._d.target.topic, None, b"", headers, None, partition)

@@ -1,10 +1,15 @@
-"""Keyed event-time window aggregation as a pipeline.
+"""Keyed event-time windows as a stage: an aggregation, or a window join.
 
-Decode -> key and timestamp -> :class:`service.eventtime.keyed.KeyedWindows` ->
-results to a topic and to a queryable results table. Late records go to a late
-topic, undecodable ones to the dead-letter topic. The watermark is per input
-partition and, by default, advances after every record, so a replay after a
-failure judges lateness exactly as the first run did.
+Each input's records become keyed elements (:mod:`service.pipeline.source`);
+:class:`service.eventtime.keyed.KeyedWindows` assigns them to windows and fires
+them when the watermark passes; each result goes to the output topics, and to a
+queryable results table when the agent asked for one. Late records go to the
+late topic with their original bytes. The watermark is per input partition and
+advances after every record, so a replay after a failure judges lateness
+exactly as the first run did.
+
+With two inputs (a window join), elements are tagged with their side and the
+window's function sees both sides' elements of one key and window.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from pydantic import BaseModel
 
 from service.eventtime import Timer, TimerQueue, TimeWindow, WindowResult, WindowSpec
@@ -21,10 +25,9 @@ from service.eventtime.joins import tag
 from service.eventtime.keyed import KeyedWindows
 from service.eventtime.watermarks import WatermarkStrategy
 from service.eventtime.windows import MAX_TIME_MS
-from service.pipeline.base import InputRecord, Output
-from service.pipeline.keyed import Input
+from service.pipeline.base import InputRecord, Output, Target
 from service.pipeline.markers import marker_of
-from service.records import DecodeError, decode_model
+from service.pipeline.source import Source
 from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
@@ -42,7 +45,7 @@ EVENT_TIMERS = timer_table("timers")
 PROCESSING_TIMERS = timer_table("timers.processing")
 RESULT_EXPIRY = timer_table("results.expiry")
 META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
-# Every table a window pipeline keeps (its states, for savepoints), all at version 1.
+# Every table a window stage keeps (its states, for savepoints), all at version 1.
 WINDOW_STATES: Mapping[str, StateSchema] = {
     name: StateSchema()
     for name in (
@@ -57,51 +60,50 @@ WINDOW_STATES: Mapping[str, StateSchema] = {
 EXPIRE = "results.expire"
 
 
-@dataclass(frozen=True)
-class EventTime:
-    """How to read a record's key and event time, and how its watermark advances."""
-
-    key: Callable[[Any], str]
-    timestamp_ms: Callable[[Any], int]
-    watermark: WatermarkStrategy
-
-
-def default_format(result: WindowResult, key_field: str) -> dict[str, Any]:
-    value = result.value if isinstance(result.value, dict) else {"value": result.value}
+def window_record(result: WindowResult, key_field: str) -> dict[str, Any]:
+    """A result as a record: ``{key_field, window_start_ms, window_end_ms, ...value,
+    timing}``; a value that is not a mapping sits under ``value``."""
+    value = result.value
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    fields = value if isinstance(value, dict) else {"value": value}
     return {
         key_field: result.key,
         "window_start_ms": result.window.start_ms,
         "window_end_ms": result.window.end_ms,
-        **value,
+        **fields,
         "timing": result.timing,
     }
 
 
 @dataclass(frozen=True)
-class Decoder:
-    """How one input's records become window elements."""
-
-    value_type: type[BaseModel]
-    key: Callable[[Any], str]
-    timestamp_ms: Callable[[Any], int]
-    side: int | None = None  # for window joins: which side elements are tagged with
-
-
-@dataclass(frozen=True)
 class WindowedAggregation:
-    """A complete windowed-aggregation pipeline definition."""
+    """A window stage definition.
+
+    Attributes:
+        inputs: one source, or two for a window join (co-partitioned).
+        outputs: where results go; a target's steps get each :class:`WindowResult`
+            (a target without steps gets :func:`window_record`).
+        queryable: keep each result for REST queries for ``results_retention_ms``
+            of event time after its window ends.
+        revive: turns a stored element back into its type (windows that keep
+            their elements: a process function or an evictor).
+    """
 
     name: str
-    source: str
-    value_type: type[BaseModel]
-    event_time: EventTime
+    inputs: tuple[Source, ...]
+    watermark: WatermarkStrategy
     window: WindowSpec
-    sink: str
+    outputs: tuple[Target, ...] = ()
     late_output: str | None = None
     key_field: str = "key"
+    queryable: bool = False
     results_retention_ms: int = 86_400_000
-    # Shapes each result's JSON; by default {key_field, window bounds, value, timing}.
-    formatter: Callable[[WindowResult], dict[str, Any]] | None = None
+    revive: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.inputs) <= 2:
+            raise ValueError("a window stage has one input, or two (a window join)")
 
     @property
     def state_schemas(self) -> Mapping[str, StateSchema]:
@@ -109,102 +111,42 @@ class WindowedAggregation:
 
     @property
     def sources(self) -> Sequence[str]:
-        return (self.source,)
+        return tuple(source.topic for source in self.inputs)
 
     @property
     def output_topics(self) -> Sequence[str]:
-        return (self.sink,) if self.late_output is None else (self.sink, self.late_output)
+        topics = [t.topic for t in self.outputs]
+        if self.late_output is not None:
+            topics.append(self.late_output)
+        return tuple(dict.fromkeys(topics))
 
     def create_logic(
         self, partition: int, store: PartitionStore, txn: PartitionTransaction
     ) -> WindowedLogic:
         return WindowedLogic(self, store, txn)
-
-    def format(self, result: WindowResult) -> dict[str, Any]:
-        if self.formatter is not None:
-            return self.formatter(result)
-        return default_format(result, self.key_field)
-
-    @property
-    def watermark(self) -> WatermarkStrategy:
-        return self.event_time.watermark
-
-    def decoders(self) -> dict[str, Decoder]:
-        t = self.event_time
-        return {self.source: Decoder(self.value_type, t.key, t.timestamp_ms)}
-
-
-@dataclass(frozen=True)
-class WindowJoin:
-    """Two co-partitioned inputs in the same windows (semantics F.2): on firing, the
-    window's function sees both sides' elements, tagged ``{"side", "value"}`` (see
-    :func:`service.eventtime.joins.window_join` / ``window_cogroup``)."""
-
-    name: str
-    left: Input
-    right: Input
-    watermark: WatermarkStrategy  # e.g. PerInput({left: ..., right: ...})
-    window: WindowSpec
-    sink: str
-    key_field: str = "key"
-    results_retention_ms: int = 86_400_000
-    late_output: str | None = None
-
-    @property
-    def state_schemas(self) -> Mapping[str, StateSchema]:
-        return WINDOW_STATES
-
-    @property
-    def sources(self) -> Sequence[str]:
-        return (self.left.topic, self.right.topic)
-
-    @property
-    def output_topics(self) -> Sequence[str]:
-        return (self.sink,) if self.late_output is None else (self.sink, self.late_output)
-
-    def create_logic(
-        self, partition: int, store: PartitionStore, txn: PartitionTransaction
-    ) -> WindowedLogic:
-        return WindowedLogic(self, store, txn)
-
-    def format(self, result: WindowResult) -> dict[str, Any]:
-        return default_format(result, self.key_field)
-
-    def decoders(self) -> dict[str, Decoder]:
-        decoders = {}
-        for side, source in enumerate((self.left, self.right)):
-            if source.timestamp_ms is None:
-                raise ValueError(f"{self.name}: input {source.topic} needs a timestamp_ms")
-            decoders[source.topic] = Decoder(
-                source.value_type, source.key, source.timestamp_ms, side
-            )
-        return decoders
-
-
-Windowed = WindowedAggregation | WindowJoin
 
 
 class WindowedLogic:
     """:class:`service.pipeline.base.PartitionLogic` of a :class:`WindowedAggregation`."""
 
     def __init__(
-        self, definition: Windowed, store: PartitionStore, txn: PartitionTransaction
+        self, definition: WindowedAggregation, store: PartitionStore, txn: PartitionTransaction
     ) -> None:
         self._d = definition
         self._store = store
         self._txn = txn
-        self._decoders = definition.decoders()
+        self._sources = {source.topic: (n, source) for n, source in enumerate(definition.inputs)}
+        self._joined = len(definition.inputs) > 1
         self._expiry = TimerQueue(StoredTimers(store, txn, RESULT_EXPIRY))
+        revive = None if definition.window.incremental else definition.revive
         self._windows = KeyedWindows(
             definition.window,
             watermark=definition.watermark,
-            state=StoredWindowState(txn),
+            state=StoredWindowState(txn, revive=revive),
             event_timers=StoredTimers(store, txn, EVENT_TIMERS),
             processing_timers=StoredTimers(store, txn, PROCESSING_TIMERS),
             inputs=tuple(definition.sources),
         )
-        # Elements kept for a process function or an evictor are stored as JSON.
-        self._store_elements = not definition.window.incremental
         self._saved: dict[str, Any] | None = None
         self._now_ms = 0  # processing time, as of the runtime's last tick
         self.reload()
@@ -223,35 +165,32 @@ class WindowedLogic:
         if marker is not None:
             self._emit(self._windows.on_marker(*marker, self._now_ms), out)
             return
-        decoder = self._decoders[record.topic]
-        try:
-            value = decode_model(decoder.value_type, record.value)
-        except DecodeError as exc:
-            out.dead_letter(record, exc.reason)
+        side, source = self._sources[record.topic]
+        read = source.read(record, out)
+        if read is None:
             return
-        try:
-            key = decoder.key(value)
-            timestamp_ms = decoder.timestamp_ms(value)
-        except Exception as exc:  # a user function failed on this record: keep the record
-            out.dead_letter(record, f"key/timestamp extraction failed: {exc!r}")
-            return
-        if type(timestamp_ms) is not int or type(key) is not str:
-            out.dead_letter(record, "key must be a str and timestamp_ms an int")
-            return
-        element: Any = value
-        if self._store_elements or decoder.side is not None:
-            element = value.model_dump(mode="json")
-        if decoder.side is not None:
-            element = tag(decoder.side, element)
-        results, late = self._windows.on_record(
-            key, timestamp_ms, element, self._now_ms, record.topic
-        )
+        timestamp_ms = read.timestamp_ms
+        windows = self._windows
+        late = False
+        for key, value in read.elements:
+            element = tag(side, value) if self._joined else value
+            results, late_one = windows.on_element(key, timestamp_ms, element)
+            late = late or late_one
+            if results:
+                self._emit(results, out)
         if late:
-            out.count("late")
-            if self._d.late_output is not None:
-                headers = (("eddy.watermark_ms", str(self.watermark_ms).encode()),)
-                out.send(self._d.late_output, record.key, record.value, headers, timestamp_ms)
-        self._emit(results, out)
+            self._late(record, timestamp_ms, out)
+        self._emit(windows.observe(record.topic, timestamp_ms, None, self._now_ms), out)
+
+    def advance_watermark(self, watermark_ms: int, out: Output) -> None:
+        """An explicit watermark (the test driver's, or the end of input)."""
+        self._emit(self._windows.on_watermark(watermark_ms), out)
+
+    def _late(self, record: InputRecord, timestamp_ms: int, out: Output) -> None:
+        out.count("late")
+        if self._d.late_output is not None:
+            headers = (("eddy.watermark_ms", str(self.watermark_ms).encode()),)
+            out.send(self._d.late_output, record.key, record.value, headers, timestamp_ms)
 
     def on_tick(self, now_ms: int, out: Output) -> None:
         """Processing time passed: periodic watermarks, idleness, processing-time timers."""
@@ -266,17 +205,41 @@ class WindowedLogic:
 
     def _emit(self, results: list[WindowResult], out: Output) -> None:
         for result in results:
-            payload = self._d.format(result)
-            # A result carries its window's last instant as its Kafka timestamp, as
-            # Flink's sinks do; a global window has none, so the producer sets it.
-            end = result.window.end_ms
-            timestamp_ms = None if end >= MAX_TIME_MS else result.window.max_timestamp_ms
-            out.send(self._d.sink, result.key.encode(), orjson.dumps(payload), (), timestamp_ms)
+            self._send(result, out)
             out.count(f"window.{result.timing}")
-            self._txn.put(RESULTS, (result.key, result.window), payload)
-            self._txn.put(RESULTS_BY_WINDOW, (result.window, result.key), payload)
-            expire_ms = end + self._d.results_retention_ms
-            self._expiry.register(Timer(expire_ms, EXPIRE, result.key, result.window.start_ms, end))
+            if self._d.queryable:
+                self._keep(result)
+        if self._d.queryable:
+            self._expire()
+
+    def _send(self, result: WindowResult, out: Output) -> None:
+        if not self._d.outputs:
+            return
+        # A result carries its window's last instant as its Kafka timestamp, as
+        # Flink's sinks do; a global window has none, so the producer sets it.
+        end = result.window.end_ms
+        timestamp_ms = None if end >= MAX_TIME_MS else result.window.max_timestamp_ms
+        key = result.key.encode()
+        record: Any = None
+        for target in self._d.outputs:
+            if target.steps is not None:
+                encoded = target.write(result)
+            else:
+                if record is None:
+                    record = window_record(result, self._d.key_field)
+                encoded = [target.encode(record)]
+            for data in encoded:
+                out.send(target.topic, key, data, (), timestamp_ms)
+
+    def _keep(self, result: WindowResult) -> None:
+        payload = window_record(result, self._d.key_field)
+        self._txn.put(RESULTS, (result.key, result.window), payload)
+        self._txn.put(RESULTS_BY_WINDOW, (result.window, result.key), payload)
+        expire_ms = result.window.end_ms + self._d.results_retention_ms
+        timer = Timer(expire_ms, EXPIRE, result.key, result.window.start_ms, result.window.end_ms)
+        self._expiry.register(timer)
+
+    def _expire(self) -> None:
         for timer in self._expiry.pop_due(self.watermark_ms):
             window = TimeWindow(timer.window_start_ms, timer.window_end_ms)
             self._txn.delete(RESULTS, (timer.key, window))

@@ -435,7 +435,7 @@ class PipelineRuntime:
                 await producer.stop()
             raise
         output = TaskOutput(
-            self.name, self.settings.dead_letter_topic, self.metrics, dict(self._topic_counts)
+            self.name, self.settings.dead_letters, self.metrics, dict(self._topic_counts)
         )
         self.tasks[partition] = Task(
             pipeline=self.pipeline,
@@ -606,7 +606,7 @@ class PipelineRuntime:
         broadcast_topic = getattr(self.pipeline, "broadcast_topic", None)
         if broadcast_topic is not None:
             specs.append(TopicSpec(broadcast_topic, 1, exact_partitions=False))
-        outputs = {*self.pipeline.output_topics, self.settings.dead_letter_topic}
+        outputs = {*self.pipeline.output_topics, self.settings.dead_letters}
         specs += [TopicSpec(t, n, exact_partitions=False) for t in sorted(outputs)]
         if partitions is not None:
             specs.append(TopicSpec(self.changelog, partitions, COMPACTED))

@@ -14,12 +14,14 @@ from service.errors import EddyError
 from service.pipeline.base import Pipeline
 from service.savepoint import catalog
 from service.savepoint.restore import RestoreReport, restore
-from service.settings import Settings, load_settings
+from service.settings import Settings
 from service.snapshot.cli import worker_url
 
 
 def run_savepoint(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    from service.app.loader import load_app_and_settings
+
+    app, settings = load_app_and_settings(getattr(args, "app", None))
     if args.action == "create":
         answer = _post(args.url or worker_url(settings), "/savepoints", {}, settings)
         if not answer["complete"]:
@@ -40,13 +42,18 @@ def run_savepoint(args: argparse.Namespace) -> int:
     if args.action == "dispose":
         print(f"disposed of savepoint {args.id} at {catalog.dispose(settings, args.id)}")
         return 0
-    report = restore_from(settings, args.id, allow=args.allow_non_restored_state, once=False)
+    stages = app.build(settings).stages
+    report = restore_from(
+        settings, args.id, allow=args.allow_non_restored_state, once=False, pipelines=stages
+    )
     print(describe_report(report))
     return 0
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    from service.app.loader import load_app_and_settings
+
+    _, settings = load_app_and_settings(getattr(args, "app", None))
     answer = _post(
         args.url or worker_url(settings), "/stop", {"savepoint": args.savepoint}, settings
     )
@@ -64,13 +71,9 @@ def restore_from(
     *,
     allow: bool,
     once: bool,
-    pipelines: list[Pipeline] | None = None,
+    pipelines: list[Pipeline],
 ) -> RestoreReport:
-    """Restore the app's pipelines from savepoint ``reference`` (blocking)."""
-    if pipelines is None:
-        from agents import build_pipelines
-
-        pipelines = build_pipelines(settings)
+    """Restore the app's stages from savepoint ``reference`` (blocking)."""
     root, manifest = catalog.locate(settings, reference)
     return asyncio.run(
         restore(settings, pipelines, root, manifest, allow_non_restored_state=allow, once=once)

@@ -20,7 +20,6 @@ from typing import Any
 from aiokafka.partitioner import murmur2
 
 from service.errors import EddyError
-from service.pipeline.keyed import ANY_STATE
 from tables.export import keyed_by_record_key
 from tables.schema import StateSchema
 
@@ -55,10 +54,16 @@ class RestorePlan:
 
 
 def schema_for(declared: Mapping[str, StateSchema], table: str) -> StateSchema | None:
+    """The declared schema of ``table``: by its name, or by a ``prefix.*`` pattern
+    (``state.*``: any state; ``state.broadcast.*``: any broadcast state)."""
     schema = declared.get(table)
-    if schema is None and table.startswith("state.") and ANY_STATE in declared:
-        return declared[ANY_STATE]
-    return schema
+    if schema is not None:
+        return schema
+    patterns = sorted((k for k in declared if k.endswith(".*")), key=len, reverse=True)
+    for pattern in patterns:
+        if table.startswith(pattern[:-1]):
+            return declared[pattern]
+    return None
 
 
 def saved_tables(manifest: Mapping[str, Any]) -> dict[str, dict[str, int]]:

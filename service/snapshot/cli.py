@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from service.errors import EddyError
-from service.settings import Settings, load_settings
+from service.settings import Settings
 from service.snapshot.layout import SnapshotRoot
 
 
@@ -51,7 +51,9 @@ def _list(settings: Settings) -> int:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    from service.app.loader import load_app_and_settings
+
+    _, settings = load_app_and_settings(getattr(args, "app", None))
     if args.list:
         return _list(settings)
     answer = request_snapshot(args.url or worker_url(settings), settings)

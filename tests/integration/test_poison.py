@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
+from agents.records import SensorReading
 from service.pipeline.keyed import Input, KeyedProcess
-from service.records import SensorReading
 from service.settings import Settings
 from service.worker import Worker
 from tests.support.kafka import HOUR_AGO_MS, produce, read_all, unique_settings, wait_until

@@ -12,9 +12,9 @@ import orjson
 import pytest
 from pydantic import BaseModel, Field
 
+from agents.records import SensorReading
 from agents.sensor_functions import ReadingFilter, UpdatableTemperatureAlert
 from service.pipeline.keyed import Input, KeyedProcess
-from service.records import SensorReading
 from service.settings import Settings
 from service.topics import TopicSpec, ensure_topics
 from service.worker import Worker

@@ -12,8 +12,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from service.kafka_clients import connection_kwargs
-from service.settings import Settings, load_settings
-from service.topics import admin_client, ensure_topics, partition_counts, standard_topics
+from service.settings import Settings, build
+from service.topics import admin_client, app_topics, ensure_topics, partition_counts
 
 # Event time for test records: an hour ago, on the hour. Outputs carry event time as
 # their Kafka timestamp, and the broker deletes segments older than its retention
@@ -26,13 +26,9 @@ def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
     tag = uuid.uuid4().hex[:8]
     values: dict[str, Any] = {
         "app_id": f"test-{tag}",
-        "readings_topic": f"readings-{tag}",
-        "averages_topic": f"averages-{tag}",
-        "late_topic": f"late-{tag}",
         "dead_letter_topic": f"dead-{tag}",
-        "checker_topic_prefix": f"eos-{tag}-",
         "topic_prefix": f"t-{tag}-",
-        "pipelines": ("sensor_averages",),
+        "agents": ("sensor_averages",),
         "state_dir": tmp_path / "state",
         "savepoint_root": str(tmp_path / "savepoints"),
         "api_port": 0,
@@ -40,7 +36,7 @@ def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
         "commit_interval_ms": 100,
     }
     values.update(overrides)
-    return load_settings(**values)
+    return build(Settings, values)
 
 
 async def produce(
@@ -95,7 +91,19 @@ async def read_all(
 
 
 async def create_topics(settings: Settings) -> None:
-    await ensure_topics(settings, standard_topics(settings))
+    """The topics of the reference agents ``settings.agents`` names."""
+    from agents import app
+
+    await ensure_topics(settings, app_topics(app.build(settings, overrides=TEST_AGENT_SETTINGS)))
+
+
+# What the reference app's agent settings need in tests (no PostgreSQL unless asked).
+TEST_AGENT_SETTINGS = {"SinkSettings": {"postgres_dsn": "postgresql://unused@127.0.0.1:1/x"}}
+
+
+def readings(settings: Settings) -> str:
+    """The reference readings topic of these settings (``EDDY_TOPIC_PREFIX`` in front)."""
+    return settings.topic("sensor-readings")
 
 
 async def end_offsets(settings: Settings, topic: str) -> dict[int, int]:

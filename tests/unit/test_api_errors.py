@@ -8,49 +8,35 @@ from typing import Any
 import pytest
 from httpx import ASGITransport, AsyncClient
 
+import agents
 from api.app import create_app
-from service.queries import PartitionUnavailableError, UnknownKeyError, WindowPage
-
-WINDOW = {
-    "sensor_id": "sensor_1",
-    "window_start_ms": 0,
-    "window_end_ms": 5_000,
-    "count": 3,
-    "avg": 70.0,
-    "min": 68.0,
-    "max": 72.0,
-    "timing": "first",
-}
+from service.queries import WindowPage
+from tests.unit.test_api_routes import FakeBackend as RoutesBackend
 
 
-class FakeBackend:
-    worker_id = "w-test"
-    max_results = 50
+class FakeBackend(RoutesBackend):
+    """The routes test's backend, counting window queries and with a readiness."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.ready = True
-        self.recovering = False
         self.calls: list[tuple[str, int, int, int]] = []
-
-    def is_live(self) -> bool:
-        return True
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         return self.ready, {"sensor_averages": {"ready": self.ready}}
 
-    def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
-        self.calls.append((sensor_id, from_ms, to_ms, limit))
-        if self.recovering:
-            raise PartitionUnavailableError("partition 3 is being restored", 3, 2)
-        if sensor_id != "sensor_1":
-            raise UnknownKeyError(f"no data for {sensor_id!r}")
-        return WindowPage(sensor_id, 3, [WINDOW], None, 9_000, {"sensor-readings": 12})
-
-    def metrics_text(self) -> tuple[bytes, str]:
-        return b"eddy_records_in_total 1.0\n", "text/plain; version=0.0.4"
-
-    def status(self) -> dict[str, Any]:
-        return {"worker_id": self.worker_id}
+    def windows(
+        self,
+        agent: str,
+        key: str,
+        from_ms: int,
+        to_ms: int,
+        limit: int,
+        *,
+        newest_first: bool = False,
+    ) -> WindowPage:
+        self.calls.append((key, from_ms, to_ms, limit))
+        return super().windows(agent, key, from_ms, to_ms, limit, newest_first=newest_first)
 
 
 @pytest.fixture
@@ -60,7 +46,8 @@ def backend() -> FakeBackend:
 
 @pytest.fixture
 async def client(backend: FakeBackend) -> AsyncIterator[AsyncClient]:
-    transport = ASGITransport(create_app(backend), raise_app_exceptions=False)
+    app = create_app(backend, app=agents.app)  # type: ignore[arg-type]
+    transport = ASGITransport(app, raise_app_exceptions=False)
     async with AsyncClient(transport=transport, base_url="http://eddy") as client:
         yield client
 
@@ -72,18 +59,18 @@ async def test_windows_of_a_known_sensor(client: AsyncClient, backend: FakeBacke
     assert body["windows"][0]["avg"] == 70.0
     assert body["freshness"] == {
         "served_by": "w-test",
-        "partition": 3,
-        "watermark_ms": 9_000,
-        "committed_offsets": {"sensor-readings": 12},
+        "partition": 1,
+        "watermark_ms": 9_999,
+        "committed_offsets": {"sensor-readings": 7},
     }
     assert backend.calls == [("sensor_1", 0, 10_000, 50)]
 
 
 async def test_unknown_sensor_is_a_404_problem(client: AsyncClient) -> None:
-    response = await client.get("/sensors/nope/windows")
+    response = await client.get("/sensors/unknown-1/windows")
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/problem+json"
-    assert response.json()["detail"] == "no data for 'nope'"
+    assert response.json()["detail"] == "no data for 'unknown-1'"
 
 
 @pytest.mark.parametrize(
@@ -110,11 +97,11 @@ async def test_bad_parameters_are_4xx_problems_never_500(
 async def test_recovering_partition_is_503_with_retry_after(
     client: AsyncClient, backend: FakeBackend
 ) -> None:
-    backend.recovering = True
+    backend.unavailable = True
     response = await client.get("/sensors/sensor_1/windows")
     assert response.status_code == 503
     assert response.headers["retry-after"] == "2"
-    assert response.json()["partition"] == 3
+    assert response.json()["partition"] == 1
 
 
 async def test_readiness_follows_the_backend(client: AsyncClient, backend: FakeBackend) -> None:

@@ -1,5 +1,6 @@
-"""Every route of the API through the ASGI transport, with a fake backend: the
-shapes clients rely on, each error case as a JSON problem, the optional token."""
+"""Every route of the API through the ASGI transport, with a fake backend serving
+the reference app's views: the shapes clients rely on, the typed schemas made
+from the agents' declarations, each error case as a JSON problem, the token."""
 
 from __future__ import annotations
 
@@ -9,21 +10,56 @@ from typing import Any
 import pytest
 from httpx import ASGITransport, AsyncClient
 
+import agents
 from api.app import create_app
+from service.app.plan import View
 from service.eventtime import MIN_WATERMARK, TimeWindow
 from service.queries import (
+    Freshness,
+    NoDataYetError,
+    Owner,
     PartitionUnavailableError,
     StateValue,
     TablePage,
     UnknownKeyError,
     WindowPage,
-    WindowTop,
 )
+from service.settings import Settings, build
 from tables.catalog import Entry
+from tests.support.kafka import TEST_AGENT_SETTINGS
 
 NOW_MS = 1_000_000
-COUNTS = {"sensor_id": "s1", "window_start_ms": 0, "window_end_ms": 10_000, "count": 4}
 OFFSETS = {"sensor-readings": 7}
+FRESH = Freshness(1, 9_999, OFFSETS)
+AVERAGE = {
+    "sensor_id": "s1",
+    "window_start_ms": 0,
+    "window_end_ms": 5_000,
+    "count": 4,
+    "avg": 70.0,
+    "min": 69.0,
+    "max": 71.0,
+    "timing": "first",
+}
+CHECK = {
+    "vehicle_id": "v1",
+    "window_start_ms": 1_000,
+    "window_end_ms": 2_000,
+    "second_ms": 1_000,
+    "obd_speed_kmh": 50.0,
+    "app_speed_kmh": 52.0,
+    "diff_kmh": 2.0,
+    "within_tolerance": True,
+    "rolling_agreement": 0.75,
+    "timing": "first",
+}
+ALERT = {"sensor_id": "s1", "kind": "freezing", "message": "Freezing Alarm for s1"}
+
+
+def _built_views() -> list[View]:
+    settings = build(Settings, {"topic_prefix": ""})
+    names = [*agents.app.default_agents, "sensor_rooms"]
+    return agents.app.build(settings, names, TEST_AGENT_SETTINGS).views
 
 
 class FakeBackend:
@@ -32,6 +68,7 @@ class FakeBackend:
 
     def __init__(self) -> None:
         self.unavailable = False
+        self._views = _built_views()
 
     def is_live(self) -> bool:
         return True
@@ -39,41 +76,62 @@ class FakeBackend:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         return True, {}
 
+    def views(self) -> list[View]:
+        return self._views
+
+    def agents(self) -> dict[str, list[str]]:
+        return {v.agent: [v.stage] for v in self._views}
+
     def _check(self, key: str) -> None:
         if self.unavailable:
             raise PartitionUnavailableError("partition 1 is being restored", 1, 2)
         if key.startswith("unknown"):
             raise UnknownKeyError(f"no data for {key!r}")
+        if key.startswith("new"):
+            raise NoDataYetError(f"key {key!r} has no closed window yet")
 
-    def sensor_windows(self, sensor_id: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
-        self._check(sensor_id)
-        averages = {**COUNTS, "avg": 70.0, "min": 69.0, "max": 71.0, "timing": "first"}
-        return WindowPage(sensor_id, 1, [averages], None, 9_999, OFFSETS)
-
-    def windows(self, pipeline: str, key: str, from_ms: int, to_ms: int, limit: int) -> WindowPage:
+    def windows(
+        self,
+        agent: str,
+        key: str,
+        from_ms: int,
+        to_ms: int,
+        limit: int,
+        *,
+        newest_first: bool = False,
+    ) -> WindowPage:
         self._check(key)
-        return WindowPage(key, 1, [{**COUNTS, "pipeline": pipeline}], None, 9_999, OFFSETS)
+        row = CHECK if agent == "vehicle_speed" else {**AVERAGE, "sensor_id": key}
+        return WindowPage(key, [row], None, FRESH)
 
-    def window_key_state(self, pipeline: str, key: str) -> StateValue:
+    def state(self, agent: str, state: str, key: str) -> StateValue:
         self._check(key)
-        state = {"checks": 4, "agreements": 3, "recent": [1, 1, 0, 1]}
-        return StateValue(key, 1, state, OFFSETS)
+        return StateValue(key, 72.5 if state == "last_temp" else [ALERT], FRESH)
 
-    def window_top(
-        self, pipeline: str, window_start_ms: int | None, size_ms: int, n: int, field: str
-    ) -> WindowTop:
+    def owner(self, agent: str, key: str) -> Owner:
+        return Owner(3, "http://w-test:8000", True)
+
+    def keys(
+        self, agent: str, name: str, prefix: str, after: str | None, limit: int
+    ) -> tuple[list[str], list[int]]:
+        found = [k for k in ("s1", "s2", "s3", "t1") if k.startswith(prefix)]
+        found = [k for k in found if after is None or k > after]
+        return found[:limit], [0, 1]
+
+    def window_slice(
+        self, agent: str, window_start_ms: int | None
+    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
         start = 120_000 if window_start_ms is None else window_start_ms
         rows = [
-            {"hashtag": "kafka", "count": 9, "total": 20},
-            {"hashtag": "flink", "count": 2, "total": 2},
-        ]
-        return WindowTop(TimeWindow(start, start + size_ms), rows[:n], [0, 1])
+            {"hashtag": "flink", "window_start_ms": start, "window_end_ms": start + 60_000,
+             "count": 2, "total": 2, "timing": "first"},
+            {"hashtag": "kafka", "window_start_ms": start, "window_end_ms": start + 60_000,
+             "count": 9, "total": 20, "timing": "first"},
+        ]  # fmt: skip
+        return TimeWindow(start, start + 60_000), rows, [0, 1]
 
-    def state_value(self, pipeline: str, state: str, key: str) -> StateValue:
-        self._check(key)
-        if state == "last_temp":
-            return StateValue(key, 1, 72.5, OFFSETS)
-        return StateValue(key, 1, [{"kind": "freezing"}], OFFSETS)
+    def remote_owners(self, agent: str) -> dict[str, list[int]]:
+        return {}  # one worker owns everything
 
     def pipelines(self) -> dict[str, list[str]]:
         return {"sensor_averages": ["results", "timers", "windows"], "sensor_alerts": []}
@@ -85,17 +143,7 @@ class FakeBackend:
             raise ValueError("table 'timers' is keyed by time, not by a record key")
         self._check(key)
         entries = [Entry(TimeWindow(0, 5_000), {"count": 2}), Entry(TimeWindow(5_000, 10_000), {})]
-        return TablePage(
-            key, 1, "by_key_and_window", entries[:limit], 1 if limit < 2 else None, 9_999, OFFSETS
-        )
-
-    def remote_owners(self, pipeline: str) -> dict[str, list[int]]:
-        return {}  # one worker owns everything
-
-    def table_keys(self, pipeline: str, table: str, limit: int) -> list[str]:
-        if table == "timers":
-            raise ValueError("table 'timers' is keyed by time, not by a record key")
-        return ["s1", "s2"][:limit]
+        return TablePage(key, "by_key_and_window", entries[:limit], 1 if limit < 2 else None, FRESH)
 
     def watermarks(self) -> dict[str, dict[int, int]]:
         return {"sensor_averages": {0: NOW_MS - 1_500, 1: MIN_WATERMARK}}
@@ -115,8 +163,12 @@ def backend() -> FakeBackend:
     return FakeBackend()
 
 
+def _app(backend: FakeBackend, token: str | None = None, observe: Any = None) -> Any:
+    return create_app(backend, token, observe, app=agents.app)  # type: ignore[arg-type]
+
+
 async def _client(backend: FakeBackend, token: str | None = None) -> AsyncClient:
-    transport = ASGITransport(create_app(backend, token), raise_app_exceptions=False)  # type: ignore[arg-type]
+    transport = ASGITransport(_app(backend, token), raise_app_exceptions=False)
     return AsyncClient(transport=transport, base_url="http://eddy")
 
 
@@ -126,98 +178,160 @@ async def client(backend: FakeBackend) -> AsyncIterator[AsyncClient]:
         yield client
 
 
-WINDOW_ROUTES = [
-    ("/sensors/s1/minmax", "sensor_minmax"),
-    ("/sensors/s1/counts", "sensor_counts"),
-    ("/vehicles/s1/checks", "vehicle_speed"),
-    ("/hashtags/s1/counts", "hashtag_counts"),
-    ("/teams/s1/powerups", "team_powerups"),
+WINDOW_PATHS = [
+    "/agents/sensor_averages/windows/s1",
+    "/sensors/s1/windows",
+    "/sensors/s1/counts",
+    "/sensors/s1/minmax",
+    "/hashtags/kafka/counts",
+    "/teams/t1/powerups",
 ]
 
 
-@pytest.mark.parametrize(("path", "pipeline"), WINDOW_ROUTES)
-async def test_window_routes_page_results_with_freshness(
-    client: AsyncClient, path: str, pipeline: str
-) -> None:
-    response = await client.get(path, params={"from_ms": 0, "to_ms": 20_000, "limit": 5})
+async def test_an_agents_windows_page_with_freshness(client: AsyncClient) -> None:
+    response = await client.get(
+        "/agents/sensor_averages/windows/s1", params={"from_ms": 0, "to_ms": 20_000, "limit": 5}
+    )
     assert response.status_code == 200
-    body = response.json()
-    assert body["windows"] == [{**COUNTS, "pipeline": pipeline}]
-    assert body["freshness"]["served_by"] == "w-test"
-    assert body["freshness"]["committed_offsets"] == OFFSETS
+    assert response.json() == {
+        "key": "s1",
+        "windows": [AVERAGE],
+        "next_from_ms": None,
+        "freshness": {
+            "served_by": "w-test",
+            "partition": 1,
+            "watermark_ms": 9_999,
+            "committed_offsets": OFFSETS,
+        },
+    }
 
 
-@pytest.mark.parametrize(("path", "_"), WINDOW_ROUTES)
+async def test_aliases_answer_like_their_targets(client: AsyncClient) -> None:
+    target = (await client.get("/agents/sensor_averages/windows/s1")).json()
+    assert (await client.get("/sensors/s1/windows")).json() == target
+    alerts = (await client.get("/sensors/s1/alerts")).json()
+    assert alerts["value"][0]["kind"] == "freezing"
+    checks = (await client.get("/vehicles/v1/checks")).json()
+    assert checks["windows"][0]["diff_kmh"] == 2.0
+
+
+@pytest.mark.parametrize("path", WINDOW_PATHS)
 @pytest.mark.parametrize(
-    ("params", "status"),
-    [({"from_ms": 9, "to_ms": 1}, 400), ({"limit": 51}, 400), ({"from_ms": "x"}, 422)],
+    "params",
+    [{"from_ms": 10, "to_ms": 5}, {"limit": 51}],
+    ids=["inverted range", "limit above the maximum"],
 )
 async def test_window_routes_reject_bad_ranges(
-    client: AsyncClient, path: str, _: str, params: dict[str, Any], status: int
+    client: AsyncClient, path: str, params: dict[str, int]
 ) -> None:
     response = await client.get(path, params=params)
-    assert response.status_code == status
+    assert response.status_code == 400
     assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["status"] == 400
 
 
 @pytest.mark.parametrize(
     "path",
-    [
-        "/sensors/unknown/minmax",
-        "/sensors/unknown/alerts",
-        "/vehicles/unknown/agreement",
-        "/pipelines/sensor_averages/state/recent/keys/unknown",
-        "/pipelines/sensor_averages/tables/results/keys/unknown",
-    ],
+    [*WINDOW_PATHS, "/sensors/unknown-1/alerts", "/agents/sensor_alerts/state/last_temp/unknown-1"],
 )
 async def test_unknown_keys_are_404_problems(client: AsyncClient, path: str) -> None:
+    path = path.replace("/s1", "/unknown-1").replace("/kafka/", "/unknown-1/")
+    path = path.replace("/t1/", "/unknown-1/").replace("/v1/", "/unknown-1/")
     response = await client.get(path)
-    assert response.status_code == 404
-    assert "unknown" in response.json()["detail"]
+    assert response.status_code == 404, path
+    assert response.json()["detail"].startswith("no ")
+
+
+async def test_a_key_with_only_open_windows_is_409_not_404(client: AsyncClient) -> None:
+    response = await client.get("/agents/sensor_averages/windows/new-1")
+    assert response.status_code == 409
+    assert "no closed window yet" in response.json()["detail"]
 
 
 async def test_a_partition_that_moves_is_503_everywhere(
-    client: AsyncClient, backend: FakeBackend
+    backend: FakeBackend, client: AsyncClient
 ) -> None:
     backend.unavailable = True
-    for path in ["/sensors/s1/alerts", "/vehicles/s1/agreement", "/teams/s1/powerups"]:
+    for path in [*WINDOW_PATHS, "/sensors/s1/alerts", "/sensors/s1", "/vehicles/v1/agreement"]:
         response = await client.get(path)
-        assert response.status_code == 503
+        assert response.status_code == 503, path
         assert response.headers["retry-after"] == "2"
+        assert response.json()["partition"] == 1
 
 
-async def test_a_sensor_summary_has_its_latest_reading_and_rolling_minute(
-    client: AsyncClient,
-) -> None:
-    body = (await client.get("/sensors/s1")).json()
-    assert body["latest_temperature"] == 72.5
-    assert body["last_window"]["avg"] == 70.0
-    assert body["rolling_minute"] == {
-        "windows": 1,
-        "readings": 4,
-        "avg": 70.0,
-        "min": 69.0,
-        "max": 71.0,
-    }
-    assert (await client.get("/sensors/unknown-1")).status_code == 404
-
-
-async def test_alerts_and_agreement(client: AsyncClient) -> None:
-    alerts = (await client.get("/sensors/s1/alerts")).json()
-    assert alerts["state"] == [{"kind": "freezing"}]
+async def test_a_sensor_summary_and_a_vehicles_agreement(client: AsyncClient) -> None:
+    summary = (await client.get("/sensors/s1")).json()
+    assert summary["latest_temperature"] == 72.5
+    assert summary["rolling_minute"]["readings"] == 4
+    assert summary["rolling_minute"]["avg"] == 70.0
     agreement = (await client.get("/vehicles/v1/agreement")).json()
-    assert agreement["agreement_rate"] == 0.75
-    assert agreement["rolling_agreement"] == 0.75
-    assert agreement["checks"] == 4
+    assert agreement == {
+        "key": "v1",
+        "checks": 1,
+        "agreement_rate": 1.0,
+        "rolling_agreement": 0.75,
+    }
 
 
-async def test_top_hashtags_of_a_window_and_bad_window_starts(client: AsyncClient) -> None:
-    top = (await client.get("/hashtags/top", params={"n": 1})).json()
-    assert top["top"] == [{"hashtag": "kafka", "count": 9, "total": 20}]
-    assert (top["window_start_ms"], top["window_end_ms"]) == (120_000, 180_000)
-    response = await client.get("/hashtags/top", params={"window_start_ms": 1_000})
-    assert response.status_code == 400
-    assert "minute boundary" in response.json()["detail"]
+async def test_every_keys_result_of_one_window_ordered_by_a_field(client: AsyncClient) -> None:
+    top = (await client.get("/hashtags/top", params={"order_by": "count", "limit": 1})).json()
+    assert top["window_start_ms"] == 120_000
+    assert [r["hashtag"] for r in top["results"]] == ["kafka"]
+    by_key = (await client.get("/agents/hashtag_counts/windows")).json()
+    assert [r["hashtag"] for r in by_key["results"]] == ["flink", "kafka"]
+    bad = await client.get("/agents/hashtag_counts/windows", params={"order_by": "nope"})
+    assert bad.status_code == 400
+
+
+async def test_keys_of_a_view_by_prefix_with_a_cursor(client: AsyncClient) -> None:
+    first = (
+        await client.get("/agents/sensor_averages/keys", params={"prefix": "s", "limit": 2})
+    ).json()
+    assert first["keys"] == ["s1", "s2"]
+    assert first["next_after"] == "s2"
+    rest = await client.get(
+        "/agents/sensor_averages/keys", params={"prefix": "s", "after": "s2", "limit": 2}
+    )
+    assert rest.json()["keys"] == ["s3"]
+    assert rest.json()["next_after"] is None
+
+
+async def test_which_worker_owns_a_key(client: AsyncClient) -> None:
+    body = (await client.get("/agents/sensor_averages/owner/s1")).json()
+    assert body == {
+        "agent": "sensor_averages",
+        "key": "s1",
+        "partition": 3,
+        "owner_url": "http://w-test:8000",
+        "served_here": True,
+    }
+
+
+async def test_the_agents_and_what_they_serve(client: AsyncClient) -> None:
+    listing = (await client.get("/agents")).json()
+    by_name = {a["name"]: a for a in listing["agents"]}
+    assert {
+        "kind": "windows",
+        "name": "windows",
+        "path": "/agents/sensor_averages/windows/{key}",
+    } in by_name["sensor_averages"]["views"]
+    states = {v["name"] for v in by_name["sensor_alerts"]["views"]}
+    assert states == {"last_temp", "recent"}
+
+
+async def test_the_openapi_schema_types_each_agents_results(client: AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    models = schema["components"]["schemas"]
+    averages = models["SensorAveragesWindow"]["properties"]
+    assert averages["avg"]["type"] == "number"
+    assert averages["count"]["type"] == "integer"
+    assert averages["sensor_id"]["type"] == "string"
+    checks = models["VehicleSpeedWindow"]["properties"]
+    assert checks["within_tolerance"]["type"] == "boolean"
+    recent = models["SensorAlertsRecent"]["properties"]["value"]
+    assert recent["items"]["$ref"].endswith("/Alert")
+    page = schema["paths"]["/agents/sensor_averages/windows/{key}"]["get"]
+    assert set(page["responses"]) >= {"200", "404", "503"}
 
 
 async def test_the_generic_table_view(client: AsyncClient) -> None:
@@ -226,8 +340,6 @@ async def test_the_generic_table_view(client: AsyncClient) -> None:
         {"name": "sensor_alerts", "tables": []},
         {"name": "sensor_averages", "tables": ["results", "timers", "windows"]},
     ]
-    keys = (await client.get("/pipelines/sensor_averages/tables/results/keys")).json()
-    assert keys["keys"] == ["s1", "s2"]
     path = "/pipelines/sensor_averages/tables/results/keys/s1"
     page = (await client.get(path, params={"limit": 1})).json()
     assert page["entries"] == [
@@ -268,7 +380,8 @@ async def test_a_token_guards_everything_but_probes_and_the_page(backend: FakeBa
         assert (await client.get("/healthz")).status_code == 200
         assert (await client.get("/readyz")).status_code == 200
         assert (await client.get("/dashboard")).status_code == 200
-        for path in ["/sensors/s1/windows", "/metrics", "/watermarks", "/pipelines"]:
+        paths = ["/sensors/s1/windows", "/agents", "/sensors/s1", "/metrics", "/watermarks"]
+        for path in paths:
             denied = await client.get(path)
             assert denied.status_code == 401, path
             assert denied.headers["www-authenticate"] == "Bearer"
@@ -281,17 +394,15 @@ async def test_a_token_guards_everything_but_probes_and_the_page(backend: FakeBa
 
 async def test_request_latency_is_observed_per_route_template(backend: FakeBackend) -> None:
     seen: list[tuple[str, str, int]] = []
-    app = create_app(
-        backend, None, lambda route, method, status, _: seen.append((route, method, status))
-    )  # type: ignore[arg-type]
+    app = _app(backend, None, lambda route, method, status, _: seen.append((route, method, status)))
     transport = ASGITransport(app, raise_app_exceptions=False)
     async with AsyncClient(transport=transport, base_url="http://eddy") as client:
         await client.get("/sensors/s1/alerts")
         await client.get("/sensors/unknown-9/alerts")
         await client.get("/no/such/route")
     assert seen == [
-        ("/sensors/{sensor_id}/alerts", "GET", 200),
-        ("/sensors/{sensor_id}/alerts", "GET", 404),
+        ("/sensors/{key}/alerts", "GET", 200),
+        ("/sensors/{key}/alerts", "GET", 404),
         ("unmatched", "GET", 404),
     ]
 

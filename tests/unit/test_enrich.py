@@ -12,10 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
+from agents.records import SensorReading
 from service.eventtime import BoundedOutOfOrderness
+from service.pipeline.base import Target
 from service.pipeline.enrich import AsyncEnrichment, EnrichmentLogic, Lookup
-from service.pipeline.keyed import Input
-from service.records import SensorReading
+from service.pipeline.source import Source
+from service.serde import JsonModel, encode_json
 from tables.store import PartitionStore
 from tests.support.fakes import CollectingOutput, FakeRecord
 
@@ -30,11 +32,15 @@ def store(tmp_path: Path) -> Iterator[PartitionStore]:
 def logic_for(store: PartitionStore, lookup: Lookup, **options: Any) -> EnrichmentLogic:
     definition = AsyncEnrichment(
         name="rooms",
-        source=Input("readings", SensorReading, lambda r: r.sensor_id, lambda r: r.timestamp_ms),
+        source=Source(
+            "readings",
+            JsonModel(SensorReading),
+            timestamp_ms=lambda r: r.timestamp_ms,
+        ),
         lookup=lookup,
-        enrich=lambda value, room: {**value, "room": room},
+        enrich=lambda value, room: {**value.model_dump(), "room": room},
         fallback="UNKNOWN ROOM",
-        sink="rooms",
+        outputs=(Target("rooms", encode_json),),
         watermark=BoundedOutOfOrderness(bound_ms=1_000),
         **options,
     )
@@ -57,8 +63,8 @@ async def run(logic: EnrichmentLogic, records: list[FakeRecord]) -> CollectingOu
 async def test_ordered_output_follows_the_input_whatever_the_lookup_latency(
     store: PartitionStore,
 ) -> None:
-    async def slow_for_low_numbers(value: dict[str, Any]) -> str:
-        number = int(value["sensor_id"].split("_")[1])
+    async def slow_for_low_numbers(value: SensorReading) -> str:
+        number = int(value.sensor_id.split("_")[1])
         await asyncio.sleep((10 - number) / 1000)
         return f"room_{number}"
 
@@ -71,8 +77,8 @@ async def test_ordered_output_follows_the_input_whatever_the_lookup_latency(
 async def test_unordered_output_follows_completion(store: PartitionStore) -> None:
     answered = {f"sensor_{n}": asyncio.Event() for n in range(10)}
 
-    async def when_told(value: dict[str, Any]) -> str:
-        await answered[value["sensor_id"]].wait()
+    async def when_told(value: SensorReading) -> str:
+        await answered[value.sensor_id].wait()
         return "room"
 
     logic = logic_for(store, when_told, capacity=10, ordered=False)
@@ -90,8 +96,8 @@ async def test_unordered_output_follows_completion(store: PartitionStore) -> Non
 async def test_unordered_output_never_crosses_a_watermark(store: PartitionStore) -> None:
     answered = {f"sensor_{n}": asyncio.Event() for n in range(4)}
 
-    async def when_told(value: dict[str, Any]) -> str:
-        await answered[value["sensor_id"]].wait()
+    async def when_told(value: SensorReading) -> str:
+        await answered[value.sensor_id].wait()
         return "room"
 
     logic = logic_for(store, when_told, capacity=10, ordered=False)
@@ -116,8 +122,8 @@ async def test_unordered_output_never_crosses_a_watermark(store: PartitionStore)
 async def test_a_miss_a_timeout_and_a_failing_service_give_the_fallback(
     store: PartitionStore,
 ) -> None:
-    async def lookup(value: dict[str, Any]) -> str | None:
-        sensor = value["sensor_id"]
+    async def lookup(value: SensorReading) -> str | None:
+        sensor = value.sensor_id
         if sensor == "hangs":
             await asyncio.sleep(10)
         if sensor == "fails":
@@ -144,7 +150,7 @@ async def test_a_miss_a_timeout_and_a_failing_service_give_the_fallback(
 async def test_a_transient_failure_is_retried_and_answered(store: PartitionStore) -> None:
     attempts: list[int] = []
 
-    async def flaky(value: dict[str, Any]) -> str:
+    async def flaky(value: SensorReading) -> str:
         attempts.append(1)
         if len(attempts) < 3:
             raise ConnectionError("reset")
@@ -160,8 +166,8 @@ async def test_a_malformed_record_is_dead_lettered_and_never_looked_up(
 ) -> None:
     looked_up: list[str] = []
 
-    async def lookup(value: dict[str, Any]) -> str:
-        looked_up.append(value["sensor_id"])
+    async def lookup(value: SensorReading) -> str:
+        looked_up.append(value.sensor_id)
         return "room"
 
     records = [FakeRecord(0, b"{not json"), reading(1, "sensor_1", 1_000)]
@@ -174,7 +180,7 @@ async def test_a_malformed_record_is_dead_lettered_and_never_looked_up(
 async def test_the_watermark_waits_for_pending_lookups(store: PartitionStore) -> None:
     release = asyncio.Event()
 
-    async def blocked(value: dict[str, Any]) -> str:
+    async def blocked(value: SensorReading) -> str:
         await release.wait()
         return "room"
 

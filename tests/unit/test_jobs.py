@@ -228,6 +228,9 @@ class JobsBackend:
         self.answer = answer
         self.scopes: list[str] = []
 
+    def views(self) -> list[Any]:
+        return []
+
     async def jobs(self, scope: str) -> dict[str, Any]:
         self.scopes.append(scope)
         return self.answer

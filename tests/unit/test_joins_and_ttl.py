@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from service.eventtime import BoundedOutOfOrderness, Tumbling
 from service.eventtime.harness import ProcessHarness, WindowHarness
 from service.eventtime.joins import IntervalJoin, UnboundedJoin, tag, window_cogroup, window_join
-from service.eventtime.state import Ttl
+from service.eventtime.ttl import Ttl
 
 HOUR, MINUTE = 3_600_000, 60_000
 

@@ -11,11 +11,13 @@ from typing import Literal
 import orjson
 import pytest
 
-from agents.postgres_sink import TABLES, WindowAverage, build
+import agents
+from agents.postgres_sink import SENSOR_SINK, TABLES, WINDOW_AVERAGES, WindowAverage, upsert_to
 from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK
-from service.pipeline.pgmigrate import SENSOR_SINK, lock_key
+from service.pipeline.pgmigrate import lock_key
 from service.pipeline.pgsink import PostgresSink, SinkLogic
-from service.settings import load_settings
+from service.pipeline.source import Source
+from service.settings import Settings, build
 from tests.support.fakes import CollectingOutput, FakeRecord
 from tools.postgres import server
 
@@ -42,16 +44,10 @@ def encoded(value: WindowAverage) -> bytes:
 
 
 def sink(max_batch_rows: int = 100) -> PostgresSink:
-    return PostgresSink(
-        name="postgres_sink",
-        source="averages",
-        value_type=WindowAverage,
-        tables=TABLES,
-        dsn="postgresql://eddy:secret@127.0.0.1:1/eddy",
-        schema="eddy",
-        migrations=SENSOR_SINK,
-        max_batch_rows=max_batch_rows,
+    target = upsert_to(
+        "postgresql://eddy:secret@127.0.0.1:1/eddy", "eddy", max_batch_rows=max_batch_rows
     )
+    return PostgresSink("postgres_sink", Source("averages", WINDOW_AVERAGES.codec), target)
 
 
 def test_a_row_holds_the_fields_in_column_order() -> None:
@@ -143,17 +139,19 @@ async def test_watermark_markers_are_skipped() -> None:
     assert (logic.buffered, out.dead) == (0, [])
 
 
-def test_the_pipeline_reads_the_averages_and_hides_the_password() -> None:
-    settings = load_settings(
-        pipelines="sensor_averages,postgres_sink",
-        postgres_dsn="postgresql://eddy:hunter2@db:5432/eddy",
-        postgres_schema="sink",
-        sink_max_batch_rows=10,
-    )
-    pipeline = build(settings)
-    assert (pipeline.sources, pipeline.output_topics) == ((settings.averages_topic,), ())
-    assert (pipeline.schema, pipeline.max_batch_rows) == ("sink", 10)
-    assert "hunter2" not in repr(pipeline)
+def test_the_agent_reads_the_averages_and_hides_the_password() -> None:
+    settings = build(Settings, {"topic_prefix": "x-"})
+    sink_settings = {
+        "postgres_dsn": "postgresql://eddy:hunter2@db:5432/eddy",
+        "postgres_schema": "sink",
+        "sink_max_batch_rows": 10,
+    }
+    built = agents.app.build(settings, ["postgres_sink"], {"SinkSettings": sink_settings})
+    (stage,) = built.stages
+    assert isinstance(stage, PostgresSink)
+    assert (stage.sources, stage.output_topics) == (("x-sensor-averages",), ())
+    assert (stage.schema, stage.max_batch_rows) == ("sink", 10)
+    assert "hunter2" not in repr(stage)
 
 
 def test_migrations_are_ordered_and_locked_per_schema() -> None:

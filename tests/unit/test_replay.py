@@ -58,52 +58,75 @@ def test_example_replays_to_its_expected_output(name: str, tmp_path: Path) -> No
 
 
 def _destination(line: dict[str, object]) -> object:
-    # Pipeline replays name the topic; window and process replays the output.
+    # Agent replays name the topic; window and process replays the output.
     return line.get("topic") or line["output"]
 
 
-def test_every_reference_pipeline_has_a_replay_example() -> None:
-    from agents import EXTERNAL, PIPELINES
-
-    replayed: set[str] = set()
-    for name in NAMES:
-        spec = json.loads((EXAMPLES / f"{name}.spec.json").read_text())
-        if spec.get("kind") == "pipeline":
-            replayed.update(spec["pipelines"])
-    assert replayed == set(PIPELINES) - {"eos_checker"} - EXTERNAL
+AGENTS = EXAMPLES / "agents"
+AGENT_NAMES = sorted(p.name.removesuffix(".input.jsonl") for p in AGENTS.glob("*.input.jsonl"))
 
 
-def test_a_pipeline_spec_with_an_unknown_pipeline_names_the_known_ones(tmp_path: Path) -> None:
-    spec = tmp_path / "bad.spec.json"
-    spec.write_text('{"kind": "pipeline", "pipelines": ["team_powerup"]}')
+@pytest.mark.parametrize("agent", AGENT_NAMES)
+def test_each_reference_agent_replays_to_its_expected_output(agent: str, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    args = ["replay", "--app", "agents:app", "--agent", agent]
+    code = main([*args, "--input", str(AGENTS / f"{agent}.input.jsonl"), "--output", str(out)])
+    assert code == 0
+    expected = (AGENTS / f"{agent}.output.jsonl").read_bytes()
+    assert out.read_bytes() == expected
+    assert all(_destination(json.loads(line)) for line in expected.splitlines())
+
+
+def test_every_reference_agent_has_a_replay_example() -> None:
+    import agents
+
+    # Those that need a service of their own, or exist for the chaos harness.
+    assert set(AGENT_NAMES) == set(agents.app.default_agents)
+
+
+def test_an_unknown_agent_names_the_known_ones(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text("")
     done = subprocess.run(
-        [sys.executable, "-m", "service", "replay", "--spec", str(spec), "--input", str(spec)],
+        [*REPLAY, "--app", "agents:app", "--agent", "team_powerup", "--input", str(data)],
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"eddy: spec {spec}: pipelines: unknown team_powerup; known: ")
+    assert line.startswith("eddy: EDDY_AGENTS: team_powerup not in app eddy (its agents: ")
     assert "team_powerups" in line
+
+
+def test_a_pipeline_spec_says_to_replay_the_agent(tmp_path: Path) -> None:
+    spec = tmp_path / "old.spec.json"
+    spec.write_text('{"kind": "pipeline", "pipelines": ["sensor_averages"]}')
+    done = subprocess.run(
+        [*REPLAY, "--spec", str(spec), "--input", str(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--app module:app --agent NAME" in done.stderr
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ('{"topic": "tweets-typo", "record": {}}', "line 1: no pipeline of the spec reads topic"),
+        ('{"topic": "tweets-typo", "record": {}}', "line 1: no agent of the app reads topic"),
         ('{"record": {}}', 'line 1: expected {"topic": name, "record": {...}}'),
         ('{"processing_time": "soon"}', "line 1: 'processing_time' must be integer"),
     ],
 )
-def test_a_bad_pipeline_input_line_is_one_line_naming_it(
+def test_a_bad_agent_input_line_is_one_line_naming_it(
     tmp_path: Path, line: str, message: str
 ) -> None:
-    spec = EXAMPLES / "pipeline-hashtags.spec.json"
     data = tmp_path / "in.jsonl"
     data.write_text(line + "\n")
     done = subprocess.run(
-        [sys.executable, "-m", "service", "replay", "--spec", str(spec), "--input", str(data)],
+        [*REPLAY, "--app", "agents:app", "--agent", "hashtag_counts", "--input", str(data)],
         capture_output=True,
         text=True,
         check=False,
@@ -111,6 +134,24 @@ def test_a_bad_pipeline_input_line_is_one_line_naming_it(
     assert done.returncode == 2
     (error,) = done.stderr.strip().splitlines()
     assert message in error
+
+
+def test_the_output_may_not_be_the_input(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"watermark": 1}\n')
+    done = subprocess.run(
+        [*REPLAY, "--app", "agents:app", "--agent", "sensor_averages", "--input", str(data),
+         "--output", str(data)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "is the input file" in done.stderr
+    assert data.read_text() == '{"watermark": 1}\n'
+
+
+REPLAY = [sys.executable, "-m", "service", "replay"]
 
 
 def test_python_dash_m_service_replay_writes_to_stdout() -> None:

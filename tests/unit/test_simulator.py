@@ -20,9 +20,9 @@ from aiokafka.errors import KafkaTimeoutError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tools.cli import build_parser
 from service.errors import BrokerUnavailableError, ConfigError
-from service.settings import load_settings
+from service.settings import Settings, build
+from tools.cli import build_parser
 from tools.simulator import (
     Delivery,
     SimulationConfig,
@@ -230,19 +230,19 @@ class FakeProducer:
         self.stopped = True
 
 
-SETTINGS = load_settings(readings_topic="sim-readings")
+SETTINGS = build(Settings, {"topic_prefix": "sim-"})
 
 
 async def test_produce_fast_sends_every_delivery_in_order_keyed_by_sensor() -> None:
     config = SimulationConfig(rate_per_s=100, seed=7, start_ms=START_MS, count=3_000)
-    producer = FakeProducer({"sim-readings"})
+    producer = FakeProducer({"sim-sensor-readings"})
     stats = await produce(
         config, SETTINGS, pace=False, duration_s=None, progress=False, producer=producer
     )
     expected = run(config)
     assert stats.sent == len(producer.sent) == 3_000
     assert [value for _, _, value in producer.sent] == [d.reading.to_json() for d in expected]
-    assert all(topic == "sim-readings" for topic, _, _ in producer.sent)
+    assert all(topic == "sim-sensor-readings" for topic, _, _ in producer.sent)
     assert [key for _, key, _ in producer.sent] == [d.reading.sensor_id.encode() for d in expected]
     assert stats.late == sum(d.buffered for d in expected)
     assert stats.outages == sum(d.starts_outage for d in expected)
@@ -251,7 +251,7 @@ async def test_produce_fast_sends_every_delivery_in_order_keyed_by_sensor() -> N
 
 async def test_produce_paces_deliveries_to_the_wall_clock() -> None:
     config = SimulationConfig(rate_per_s=200, seed=2, start_ms=START_MS, count=60, disorder_ms=10)
-    producer = FakeProducer({"sim-readings"})
+    producer = FakeProducer({"sim-sensor-readings"})
     stats = await produce(
         config, SETTINGS, pace=True, duration_s=None, progress=True, producer=producer
     )
@@ -261,7 +261,7 @@ async def test_produce_paces_deliveries_to_the_wall_clock() -> None:
 
 async def test_produce_stops_at_the_duration() -> None:
     config = SimulationConfig(rate_per_s=100, seed=2, start_ms=START_MS, disorder_ms=0)
-    producer = FakeProducer({"sim-readings"})
+    producer = FakeProducer({"sim-sensor-readings"})
     stats = await produce(
         config, SETTINGS, pace=True, duration_s=0.3, progress=False, producer=producer
     )
@@ -272,7 +272,7 @@ async def test_produce_stops_at_the_duration() -> None:
 async def test_produce_stops_when_asked_and_flushes() -> None:
     stop = asyncio.Event()
     config = SimulationConfig(rate_per_s=1_000, seed=2, start_ms=START_MS, disorder_ms=0)
-    producer = FakeProducer({"sim-readings"})
+    producer = FakeProducer({"sim-sensor-readings"})
     asyncio.get_running_loop().call_later(0.2, stop.set)
     stats = await produce(
         config, SETTINGS, pace=True, duration_s=None, progress=False, stop=stop, producer=producer
@@ -284,7 +284,7 @@ async def test_produce_stops_when_asked_and_flushes() -> None:
 async def test_produce_rejects_a_missing_topic() -> None:
     config = SimulationConfig(rate_per_s=100, seed=2, start_ms=START_MS, count=10)
     producer = FakeProducer({"other"})
-    with pytest.raises(ConfigError, match="sim-readings"):
+    with pytest.raises(ConfigError, match="sim-sensor-readings"):
         await produce(
             config, SETTINGS, pace=False, duration_s=None, progress=False, producer=producer
         )
@@ -293,7 +293,7 @@ async def test_produce_rejects_a_missing_topic() -> None:
 
 async def test_a_failed_send_surfaces_and_is_not_counted() -> None:
     config = SimulationConfig(rate_per_s=100, seed=2, start_ms=START_MS, count=10)
-    producer = FakeProducer({"sim-readings"}, fail=RuntimeError("broker said no"))
+    producer = FakeProducer({"sim-sensor-readings"}, fail=RuntimeError("broker said no"))
     with pytest.raises(RuntimeError, match="broker said no"):
         await produce(
             config, SETTINGS, pace=False, duration_s=None, progress=False, producer=producer
@@ -303,7 +303,7 @@ async def test_a_failed_send_surfaces_and_is_not_counted() -> None:
 
 async def test_losing_kafka_mid_run_is_an_eddy_error() -> None:
     config = SimulationConfig(rate_per_s=100, seed=2, start_ms=START_MS, count=10)
-    producer = FakeProducer({"sim-readings"}, fail=KafkaTimeoutError())
+    producer = FakeProducer({"sim-sensor-readings"}, fail=KafkaTimeoutError())
     with pytest.raises(BrokerUnavailableError, match="lost Kafka"):
         await produce(
             config, SETTINGS, pace=False, duration_s=None, progress=False, producer=producer

@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from agents.records import GameEvent, Tweet, VehicleSpeed
 from service.errors import ConfigError
-from service.records import GameEvent, Tweet, VehicleSpeed, decode_model
+from service.serde import decode_model
 from tools.simulator import (
     GameConfig,
     Scheduled,

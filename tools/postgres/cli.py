@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 from rich.console import Console
 
@@ -32,21 +33,21 @@ def _migrate(console: Console) -> None:
     """EDDY_POSTGRES_DSN's server (the local one if unset), EDDY_POSTGRES_SCHEMA."""
     import asyncpg
 
-    from service.pipeline.pgmigrate import SENSOR_SINK, MigrationError, migrate_dsn
-    from service.settings import load_settings
+    from agents.postgres_sink import SENSOR_SINK
+    from service.pipeline.pgmigrate import MigrationError, migrate_dsn
 
-    settings = load_settings()
-    secret = settings.postgres_dsn
-    dsn = secret.get_secret_value() if secret is not None else postgres.dsn()
+    secret = os.environ.get("EDDY_POSTGRES_DSN")
+    schema = os.environ.get("EDDY_POSTGRES_SCHEMA", "eddy")
+    dsn = secret or postgres.dsn()
     try:
-        applied = asyncio.run(migrate_dsn(dsn, settings.postgres_schema))
+        applied = asyncio.run(migrate_dsn(dsn, schema, SENSOR_SINK))
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
         where = "EDDY_POSTGRES_DSN" if secret is not None else f"{dsn} (make postgres-start)"
         raise MigrationError(f"could not migrate through {where}: {exc}") from None
     latest = max(m.version for m in SENSOR_SINK)
     done = ", ".join(f"{m.version} ({m.name})" for m in applied) or "none, already up to date"
     console.print(
-        f"schema {settings.postgres_schema} at version {latest}; applied: {done}",
+        f"schema {schema} at version {latest}; applied: {done}",
         markup=False,
         highlight=False,
         soft_wrap=True,

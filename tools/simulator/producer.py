@@ -25,9 +25,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel
 
+from agents.records import SensorReading
 from service.errors import BrokerUnavailableError, ConfigError
 from service.kafka_clients import connection_kwargs
-from service.records import SensorReading
 from service.settings import Settings
 from tools.simulator.generator import SimulationConfig
 from tools.simulator.reporting import Report, reporting
@@ -91,9 +91,7 @@ class RunStats:
 
 
 def topic_for(stream: Stream, settings: Settings) -> str:
-    """The topic of ``stream``: readings have their own setting, the rest a prefix."""
-    if stream is Stream.READINGS:
-        return settings.readings_topic
+    """The topic of ``stream`` on the broker (``EDDY_TOPIC_PREFIX`` in front)."""
     return settings.topic(stream.value)
 
 
@@ -289,7 +287,7 @@ async def produce(
     stop: asyncio.Event | None = None,
     producer: Any = None,
 ) -> SimulationStats:
-    """Send the sensors scenario alone to ``settings.readings_topic``, keyed by sensor id.
+    """Send the sensors scenario alone to the readings topic, keyed by sensor id.
 
     Args:
         config: What to simulate.
@@ -309,7 +307,7 @@ async def produce(
         BrokerUnavailableError: Kafka did not answer, or stopped answering.
         ConfigError: the readings topic does not exist.
     """
-    topics = {Stream.READINGS: settings.readings_topic}
+    topics = {Stream.READINGS: topic_for(Stream.READINGS, settings)}
     stats = await _run(
         sensor_timeline(config),
         topics,

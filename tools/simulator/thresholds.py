@@ -16,7 +16,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from service.records import ThresholdUpdate
+from agents.records import ThresholdUpdate
 from tools.simulator.generator import MAX_SENSORS
 from tools.simulator.schedule import (
     Scheduled,

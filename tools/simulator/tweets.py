@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from service.records import Tweet
+from agents.records import Tweet
 from tools.simulator.schedule import (
     InFlight,
     Scheduled,

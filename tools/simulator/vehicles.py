@@ -22,7 +22,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from service.records import VehicleSpeed
+from agents.records import VehicleSpeed
 from tools.simulator.schedule import (
     InFlight,
     Scheduled,

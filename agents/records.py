@@ -1,25 +1,15 @@
-"""Record types on Eddy's topics and their JSON codecs.
+"""The reference app's record types: what its topics carry.
 
-Decoding is strict: a reading either validates completely or is rejected with a
-one-line reason that goes to the dead-letter topic with the original bytes.
+Models are strict: a record either validates completely or goes to the
+dead-letter topic with a one-line reason and its original bytes.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
-
-M = TypeVar("M", bound="BaseModel")
-
-
-class DecodeError(ValueError):
-    """A record's bytes are not a valid value of the expected type; ``reason`` says why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
 class SensorReading(BaseModel):
@@ -78,27 +68,3 @@ class GameEvent(BaseModel):
     team: Annotated[str, Field(min_length=1, max_length=200)]
     ts: Annotated[StrictInt, Field(ge=0, le=2**53)]
     bubbles: Annotated[StrictInt, Field(ge=0, le=1_000_000)]
-
-
-def decode_model(model: type[M], raw: bytes | None) -> M:
-    """Validate ``raw`` JSON as ``model``.
-
-    Raises:
-        DecodeError: with a short reason naming the offending field.
-    """
-    if raw is None:
-        raise DecodeError("empty value (tombstone)")
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        raise DecodeError(_reason(exc)) from None
-
-
-def _reason(exc: ValidationError) -> str:
-    first = exc.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "json_invalid":
-        return f"malformed JSON: {first['msg']}"
-    detail = f"{where}: {first['msg']}" if where else first["msg"]
-    more = exc.error_count() - 1
-    return f"{detail} (+{more} more)" if more else detail

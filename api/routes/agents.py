@@ -1,0 +1,336 @@
+"""Every agent's queryable state over REST, typed from what the agent declares.
+
+For each agent that serves its window results (``.queryable()``):
+
+* ``GET /agents/<agent>/windows/{key}``: one key's windows in a time range;
+* ``GET /agents/<agent>/windows``: every key's result of one window (the newest
+  with results by default), optionally ordered by a field;
+
+and for each queryable state (``ValueState(..., queryable=True)``):
+
+* ``GET /agents/<agent>/state/<state>/{key}``: one key's value.
+
+Their response models are made from the agent's result and state types, so the
+OpenAPI schema says what a client gets. Whatever the agent, also:
+
+* ``GET /agents``: the agents on this worker and what they serve;
+* ``GET /agents/{agent}/owner/{key}``: the partition and worker owning a key;
+* ``GET /agents/{agent}/keys``: keys of a view, by prefix, in pages (a cursor).
+
+A request for a key another worker owns is forwarded there (``api/forward.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, get_type_hints, is_typeddict
+
+from fastapi import APIRouter, FastAPI, Path, Query, Request
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from api.deps import BackendDep
+from api.errors import BadRequestError
+from api.forward import ask_owners
+from api.params import FromMs, Key, Limit, ToMs, page_limit
+from api.schemas import Freshness
+from service.app.plan import View
+from service.queries import key_order
+
+router = APIRouter(prefix="/agents", tags=["agents"])
+Name = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
+MAX_TIME_MS = 2**62
+
+
+class ViewInfo(BaseModel):
+    kind: Literal["windows", "state"]
+    name: str = Field(description="'windows', or the state's name.")
+    path: str = Field(description="Where to query it, {key} standing for a key.")
+
+
+class AgentInfo(BaseModel):
+    name: str
+    stages: list[str] = Field(description="What it runs as: one stage, two with a repartition.")
+    views: list[ViewInfo]
+
+
+class Agents(BaseModel):
+    agents: list[AgentInfo]
+    served_by: str
+
+
+class KeyOwner(BaseModel):
+    agent: str
+    key: str
+    partition: int
+    owner_url: str | None = Field(description="The owning worker's API; null while unknown.")
+    served_here: bool
+
+
+class Keys(BaseModel):
+    agent: str
+    view: str
+    keys: list[str] = Field(description="In the order the state stores them.")
+    next_after: str | None = Field(description="Pass as after= for the next page; null at the end.")
+    partitions: list[int] = Field(description="Partitions this answer covers.")
+
+
+@router.get("", response_model=Agents)
+async def agents(backend: BackendDep) -> Agents:
+    """The agents on this worker and what each serves."""
+    views = backend.views()
+    found = []
+    for name, stages in sorted(backend.agents().items()):
+        mine = [_info(v) for v in views if v.agent == name]
+        found.append(AgentInfo(name=name, stages=stages, views=mine))
+    return Agents(agents=found, served_by=backend.worker_id)
+
+
+@router.get("/{agent}/owner/{key}", response_model=KeyOwner)
+async def owner(backend: BackendDep, agent: Name, key: Key) -> KeyOwner:
+    """The partition of ``key`` and the worker that owns it now (as of the last
+    rebalance), to query it there directly."""
+    found = backend.owner(agent, key)
+    return KeyOwner(
+        agent=agent, key=key, partition=found.partition, owner_url=found.url, served_here=found.here
+    )
+
+
+@router.get("/{agent}/keys", response_model=Keys)
+async def keys(
+    request: Request,
+    backend: BackendDep,
+    agent: Name,
+    view: Annotated[
+        str, Query(max_length=64, description="'windows' or a state's name")
+    ] = "windows",
+    prefix: Annotated[str, Query(max_length=200, description="Only keys starting so")] = "",
+    after: Annotated[str | None, Query(max_length=200, description="The cursor")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_001, description="Most keys")] = 100,
+    scope: Annotated[
+        Literal["all", "local"], Query(description="all: every partition; local: this worker's")
+    ] = "all",
+) -> Keys:
+    """Keys of one of the agent's views, in pages: over every partition, asking the
+    workers that own the others."""
+    # One more than asked, from each worker: whether there is a next page.
+    found, partitions = backend.keys(agent, view, prefix, after, limit + 1)
+    covered = set(partitions)
+    if scope == "all":
+        params = {"view": view, "prefix": prefix, "limit": limit + 1, "scope": "local"}
+        if after is not None:
+            params["after"] = after
+        for answer in await ask_owners(
+            request, backend.remote_owners(agent), f"/agents/{agent}/keys", params
+        ):
+            found += answer["keys"]
+            covered.update(answer["partitions"])
+    view_of = next(v for v in backend.views() if v.agent == agent and _name(v) == view)
+    found = sorted(set(found), key=key_order(view_of))
+    page = found[:limit]
+    more = len(found) > limit
+    return Keys(
+        agent=agent,
+        view=view,
+        keys=page,
+        next_after=page[-1] if more and page else None,
+        partitions=sorted(covered),
+    )
+
+
+def _name(view: View) -> str:
+    return view.kind if view.descriptor is None else view.descriptor.name
+
+
+def _info(view: View) -> ViewInfo:
+    if view.descriptor is None:
+        path = f"/agents/{view.agent}/windows/{{key}}"
+    else:
+        path = f"/agents/{view.agent}/state/{view.descriptor.name}/{{key}}"
+    kind: Literal["windows", "state"] = "windows" if view.kind == "windows" else "state"
+    return ViewInfo(kind=kind, name=_name(view), path=path)
+
+
+# -- typed routes, one set per view ------------------------------------------------------------
+
+
+def install_views(app: FastAPI, views: list[View], guard: list[Any]) -> dict[str, APIRoute]:
+    """Add the typed routes of every view (see the module docstring); return them
+    by path, for aliases."""
+    typed = APIRouter(prefix="/agents", tags=["agents"])
+    for view in views:
+        if view.kind == "windows":
+            _window_routes(typed, view)
+        else:
+            _state_route(typed, view)
+    app.include_router(typed, dependencies=guard)
+    return {route.path: route for route in typed.routes if isinstance(route, APIRoute)}
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[_\-.]", name) if part)
+
+
+def window_model(view: View) -> type[BaseModel]:
+    """One window result of the agent, as REST and the output topic carry it."""
+    fields: dict[str, Any] = {
+        view.key_field: (str, Field(description="The key the window belongs to.")),
+        "window_start_ms": (int, Field(description="Inclusive.")),
+        "window_end_ms": (int, Field(description="Exclusive.")),
+    }
+    fields.update(_value_fields(view.result_type))
+    fields["timing"] = (
+        Literal["first", "update"],
+        Field(description="first: when the watermark closed it; update: a late record's."),
+    )
+    config = ConfigDict(extra="allow" if view.result_type is None else "ignore")
+    model: type[BaseModel] = create_model(
+        f"{_camel(view.agent)}Window", __config__=config, **fields
+    )
+    return model
+
+
+def _value_fields(result_type: Any) -> dict[str, Any]:
+    if result_type is None:
+        return {}
+    if isinstance(result_type, type) and issubclass(result_type, BaseModel):
+        return {n: (f.annotation, f) for n, f in result_type.model_fields.items()}
+    if is_typeddict(result_type):
+        return {n: (tp, ...) for n, tp in get_type_hints(result_type).items()}
+    return {"value": (result_type, ...)}
+
+
+def _window_routes(router: APIRouter, view: View) -> None:
+    window = window_model(view)
+    page = create_model(
+        f"{_camel(view.agent)}Windows",
+        key=(str, ...),
+        windows=(list[window], Field(description="Oldest first.")),  # type: ignore[valid-type]
+        next_from_ms=(int | None, Field(description="Pass as from_ms for the next page.")),
+        freshness=(Freshness, ...),
+    )
+    agent = view.agent
+
+    async def windows_of(
+        backend: BackendDep,
+        key: Key,
+        from_ms: FromMs = 0,
+        to_ms: ToMs = MAX_TIME_MS,
+        limit: Limit = None,
+    ) -> Any:
+        size = page_limit(backend, from_ms, to_ms, limit)
+        found = backend.windows(agent, key, from_ms, to_ms, size)
+        return {
+            "key": key,
+            "windows": found.windows,
+            "next_from_ms": found.next_from_ms,
+            "freshness": Freshness.of(backend.worker_id, found.freshness),
+        }
+
+    windows_of.__doc__ = f"{agent}: one key's windows starting in [from_ms, to_ms), oldest first."
+    router.add_api_route(
+        f"/{agent}/windows/{{key}}",
+        windows_of,
+        response_model=page,
+        name=f"{agent}_windows",
+        responses=_errors(404, 503),
+    )
+    _slice_route(router, view, window)
+
+
+def _slice_route(router: APIRouter, view: View, window: type[BaseModel]) -> None:
+    agent = view.agent
+    answer = create_model(
+        f"{_camel(agent)}WindowSlice",
+        window_start_ms=(int | None, Field(description="Null when no window has a result.")),
+        window_end_ms=(int | None, ...),
+        results=(list[window], ...),  # type: ignore[valid-type]
+        partitions=(list[int], Field(description="Partitions this answer covers.")),
+    )
+
+    async def one_window(
+        request: Request,
+        backend: BackendDep,
+        window_start_ms: Annotated[
+            int | None, Query(ge=-(2**53), le=2**53, description="Default: the newest window")
+        ] = None,
+        order_by: Annotated[str | None, Query(max_length=64, description="A result field")] = None,
+        descending: bool = True,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        scope: Annotated[Literal["all", "local"], Query()] = "all",
+    ) -> Any:
+        found, rows, partitions = backend.window_slice(agent, window_start_ms)
+        covered = set(partitions)
+        if scope == "all" and found is not None:
+            params = {"window_start_ms": found.start_ms, "limit": 10_000, "scope": "local"}
+            path = f"/agents/{agent}/windows"
+            for other in await ask_owners(request, backend.remote_owners(agent), path, params):
+                rows += other["results"]
+                covered.update(other["partitions"])
+        rows = _ordered(rows, order_by, descending, view.key_field)
+        return {
+            "window_start_ms": None if found is None else found.start_ms,
+            "window_end_ms": None if found is None else found.end_ms,
+            "results": rows[:limit],
+            "partitions": sorted(covered),
+        }
+
+    one_window.__doc__ = f"{agent}: every key's result of one window, over every partition."
+    router.add_api_route(
+        f"/{agent}/windows",
+        one_window,
+        response_model=answer,
+        name=f"{agent}_window_slice",
+        responses=_errors(400, 503),
+    )
+
+
+def _ordered(
+    rows: list[dict[str, Any]], order_by: str | None, descending: bool, key_field: str
+) -> list[dict[str, Any]]:
+    rows = sorted(rows, key=lambda r: str(r.get(key_field)))
+    if order_by is None:
+        return rows
+    if rows and order_by not in rows[0]:
+        raise BadRequestError(f"order_by: results have no field {order_by!r}")
+    return sorted(rows, key=_sort_key(order_by), reverse=descending)
+
+
+def _sort_key(field: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda row: (row.get(field) is not None, row.get(field))
+
+
+def _state_route(router: APIRouter, view: View) -> None:
+    descriptor = view.descriptor
+    assert descriptor is not None
+    agent, state = view.agent, descriptor.name
+    answer = create_model(
+        f"{_camel(agent)}{_camel(state)}",
+        key=(str, ...),
+        value=(descriptor.stored_type, ...),
+        freshness=(Freshness, ...),
+    )
+
+    async def state_of(backend: BackendDep, key: Key) -> Any:
+        found = backend.state(agent, state, key)
+        return {
+            "key": key,
+            "value": found.value,
+            "freshness": Freshness.of(backend.worker_id, found.freshness),
+        }
+
+    state_of.__doc__ = f"{agent}: one key's {state!r} state."
+    router.add_api_route(
+        f"/{agent}/state/{state}/{{key}}",
+        state_of,
+        response_model=answer,
+        name=f"{agent}_state_{state}",
+        responses=_errors(404, 503),
+    )
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    from api.errors import PROBLEM_RESPONSES
+
+    return {s: PROBLEM_RESPONSES[s] for s in statuses}

@@ -1,0 +1,69 @@
+"""Queries for an app's own REST routes (``app.router``), like Faust's pages.
+
+.. code-block:: python
+
+    @app.router.get("/users/{key}/today")
+    async def today(key: str, queries: Queries) -> Summary:
+        page = queries.windows("clicks_per_minute", key, newest_first=True, limit=60)
+        ...
+
+A query for a key another worker owns raises an error the API turns into a
+forward to that worker (the same request, answered there), or a 503 while the
+key's partition is restoring, exactly as for the generated routes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, Request
+
+from service.queries import StateValue, WindowPage
+
+MAX_TIME_MS = 2**62
+
+
+class _Backend(Protocol):
+    def windows(
+        self,
+        agent: str,
+        key: str,
+        from_ms: int,
+        to_ms: int,
+        limit: int,
+        *,
+        newest_first: bool = False,
+    ) -> WindowPage: ...
+
+    def state(self, agent: str, state: str, key: str) -> StateValue: ...
+
+
+class AppQueries:
+    """Reads of the agents' committed state, for custom routes."""
+
+    def __init__(self, backend: _Backend) -> None:
+        self._backend = backend
+
+    def windows(
+        self,
+        agent: str,
+        key: str,
+        *,
+        from_ms: int = 0,
+        to_ms: int = MAX_TIME_MS,
+        limit: int = 100,
+        newest_first: bool = False,
+    ) -> WindowPage:
+        """``key``'s window results of ``agent`` starting in ``[from_ms, to_ms)``."""
+        return self._backend.windows(agent, key, from_ms, to_ms, limit, newest_first=newest_first)
+
+    def state(self, agent: str, state: str, key: str) -> Any:
+        """``key``'s value of ``agent``'s queryable state ``state``."""
+        return self._backend.state(agent, state, key).value
+
+
+def _queries(request: Request) -> AppQueries:
+    return AppQueries(request.app.state.backend)
+
+
+Queries = Annotated[AppQueries, Depends(_queries)]

@@ -1,0 +1,185 @@
+"""One input of a stage: from a consumed record to keyed, timestamped elements.
+
+Every stage reads its records through a :class:`Source`, so decoding,
+dead-lettering and the key check are written once:
+
+1. decode the value with the topic's serde (a bad record is dead-lettered with
+   the reason and its original bytes);
+2. if the topic declares its key, check that the Kafka record key is that key:
+   a record keyed otherwise sits in the wrong partition, and processing it would
+   spread one key's state over two tasks, so it is dead-lettered instead;
+3. read the event time (a field of the value, or the Kafka timestamp);
+4. run the fused stateless steps (filter, map, flat_map): one record gives zero
+   or more elements, each with the record's event time;
+5. key each element (the stage's key, or the record's own).
+
+A user function that raises on a record sends the record to the dead-letter
+topic with the exception and the line of the user's code that raised it.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.pipeline.base import InputRecord, Output
+from service.serde import DecodeError, Serde
+
+# A record's event time must be a JSON-safe integer: larger magnitudes lose
+# precision in JSON readers (and in JavaScript) and cannot be windowed exactly.
+MAX_EVENT_TIME_MS = 2**53
+Steps = Callable[[Any], Iterable[Any]]
+# Frames in these folders are not the user's: Eddy itself, the standard library
+# and installed packages (pydantic raising inside a user's validator, say).
+_NOT_USER = tuple(
+    {Path(__file__).resolve().parents[1]}
+    | {Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "purelib", "platlib")}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What one record gives: its event time and its elements as ``(key, value)``."""
+
+    timestamp_ms: int
+    elements: list[tuple[str, Any]]
+
+
+@dataclass(frozen=True)
+class Source:
+    """How a stage reads one topic (``topic`` is the name on the broker)."""
+
+    topic: str
+    serde: Serde[Any]
+    record_key: Callable[[Any], str] | None = None
+    timestamp_ms: Callable[[Any], int] | None = None
+    steps: Steps | None = None
+    key: Callable[[Any], str] | None = None
+    # How elements (after the steps) are written to and read from a repartition
+    # topic; None: the topic's serde (when there are no steps, elements are values).
+    element_serde: Serde[Any] | None = None
+
+    @property
+    def element(self) -> Serde[Any]:
+        return self.element_serde or self.serde
+
+    def after_repartition(self, topic: str) -> Source:
+        """This input as read back from repartition topic ``topic``: elements keyed
+        by the Kafka key Eddy wrote, timed by the Kafka timestamp it set."""
+        return Source(topic, self.element, None, None, None, None)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether every element has a key its stage may keep state under."""
+        return self.key is not None or self.record_key is not None
+
+    def read(self, record: InputRecord, out: Output) -> Read | None:
+        """The record's elements, or None after dead-lettering it."""
+        try:
+            value = self.serde.decode(record.value)
+        except DecodeError as exc:
+            out.dead_letter(record, exc.reason)
+            return None
+        record_key = self._record_key(record, value, out)
+        if record_key is False:
+            return None
+        timestamp_ms = self._timestamp(record, value, out)
+        if timestamp_ms is None:
+            return None
+        elements = self._elements(record, value, out)
+        if elements is None:
+            return None
+        return self._keyed(record, elements, record_key, timestamp_ms, out)
+
+    def _record_key(self, record: InputRecord, value: Any, out: Output) -> str | bool | None:
+        if self.record_key is None:
+            return None if record.key is None else record.key.decode("utf-8", "replace")
+        try:
+            key = self.record_key(value)
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, failure("key", exc))
+            return False
+        if type(key) is not str:
+            out.dead_letter(record, f"key: {key!r} is not a str")
+            return False
+        if record.key != key.encode():
+            found = None if record.key is None else record.key.decode("utf-8", "replace")
+            out.dead_letter(
+                record,
+                f"record key {found!r} is not its value's key {key!r}: topic {self.topic} is "
+                "declared keyed by it, and a record in another key's partition would split "
+                "that key's state",
+            )
+            return False
+        return key
+
+    def _timestamp(self, record: InputRecord, value: Any, out: Output) -> int | None:
+        if self.timestamp_ms is None:
+            return record.timestamp
+        try:
+            timestamp_ms = self.timestamp_ms(value)
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, failure("timestamp", exc))
+            return None
+        if type(timestamp_ms) is not int:
+            out.dead_letter(record, f"timestamp: {timestamp_ms!r} is not integer milliseconds")
+            return None
+        if not -MAX_EVENT_TIME_MS <= timestamp_ms <= MAX_EVENT_TIME_MS:
+            out.dead_letter(
+                record, f"timestamp: {timestamp_ms} ms is outside +-2^53 ms (not a real time)"
+            )
+            return None
+        return timestamp_ms
+
+    def _elements(self, record: InputRecord, value: Any, out: Output) -> Sequence[Any] | None:
+        if self.steps is None:
+            return (value,)
+        try:
+            return list(self.steps(value))
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, failure("a step", exc))
+            return None
+
+    def _keyed(
+        self,
+        record: InputRecord,
+        elements: Sequence[Any],
+        record_key: Any,
+        timestamp_ms: int,
+        out: Output,
+    ) -> Read | None:
+        if self.key is None:
+            return Read(timestamp_ms, [(record_key, e) for e in elements])
+        keyed = []
+        for element in elements:
+            try:
+                key = self.key(element)
+            except Exception as exc:  # a user function failed on this record: keep it
+                out.dead_letter(record, failure("key_by", exc))
+                return None
+            if type(key) is not str:
+                out.dead_letter(record, f"key_by: {key!r} is not a str")
+                return None
+            keyed.append((key, element))
+        return Read(timestamp_ms, keyed)
+
+
+def failure(what: str, exc: BaseException) -> str:
+    """``<what> raised <exc> at <file>:<line> in <function>``: the innermost frame
+    of the user's code, so a dead letter points at the line to fix."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if not _is_library(f.filename)]
+    where = ""
+    if user:
+        frame = user[-1]
+        where = f" at {Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+    return f"{what} raised {exc!r}{where}"
+
+
+def _is_library(filename: str) -> bool:
+    path = Path(filename).resolve()
+    return any(path.is_relative_to(folder) for folder in _NOT_USER)

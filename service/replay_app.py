@@ -1,0 +1,109 @@
+"""Replaying agents of an app over a file, with no broker.
+
+``eddy replay --app clicks:app --agent clicks_per_minute --input clicks.jsonl``
+runs the agents as one partition of a worker would (the test driver): the same
+decoding, dead-lettering, operators and state, a checkpoint after every line.
+Records a stage sends to a topic another stage reads (a repartition topic) are
+fed to it; what reaches any other topic is the output. Nothing is flushed at the
+end unless the input says so (``{"watermark": ...}``): the output is what the
+running agents would have emitted for this input.
+
+Input lines: ``{"topic": name, "record": {...}}`` (or ``"raw": "text"`` for bytes
+that are not JSON), optionally with ``"key"`` (default: the record's key as its
+topic declares it) and ``"timestamp_ms"`` (the Kafka timestamp); or
+``{"processing_time": ms}``; or ``{"watermark": ms}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from service.errors import EddyError
+from service.testing import Sent, TestDriver
+
+
+class ReplayInputError(EddyError):
+    """A line of the input is not a record, a watermark or a processing time. The
+    message names the line; fix it or remove it."""
+
+
+def replay_app(driver: TestDriver, lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """Feed ``lines`` to the driver's agents; yield every output record as JSON."""
+    internal = set(driver.internal_topics)
+    seen = len(driver.sent)
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        _feed(driver, _parse(line, number), number)
+        fresh, seen = driver.sent[seen:], len(driver.sent)
+        yield from (_to_json(s) for s in fresh if s.topic not in internal and not s.is_marker)
+
+
+def _feed(driver: TestDriver, item: dict[str, Any], number: int) -> None:
+    if "processing_time" in item:
+        driver.set_time(item["processing_time"])
+    elif "watermark" in item:
+        driver.watermark(item["watermark"])
+    else:
+        value = item["raw"].encode() if "raw" in item else orjson.dumps(item["record"])
+        try:
+            driver.send(
+                item["topic"], value, key=item.get("key"), timestamp_ms=item.get("timestamp_ms")
+            )
+        except ValueError as exc:  # a topic no agent reads
+            raise ReplayInputError(f"line {number}: {exc}") from None
+
+
+def _parse(line: bytes, number: int) -> dict[str, Any]:
+    try:
+        item = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ReplayInputError(f"line {number}: not JSON ({exc})") from None
+    if isinstance(item, dict) and len(item) == 1:
+        ((kind, value),) = item.items()
+        if kind in ("processing_time", "watermark"):
+            if type(value) is not int:
+                raise ReplayInputError(f"line {number}: {kind!r} must be integer milliseconds")
+            return item
+    allowed = {"topic", "record", "raw", "key", "timestamp_ms"}
+    ok = (
+        isinstance(item, dict)
+        and isinstance(item.get("topic"), str)
+        and set(item) <= allowed
+        and len({"record", "raw"} & set(item)) == 1
+        and isinstance(item.get("raw", ""), str)
+        and isinstance(item.get("key", ""), str)
+        and type(item.get("timestamp_ms", 0)) is int
+    )
+    if not ok:
+        raise ReplayInputError(
+            f'line {number}: expected {{"topic": name, "record": {{...}}}} (or "raw": "text"; '
+            'optional "key", "timestamp_ms"), {"processing_time": ms} or {"watermark": ms}'
+        )
+    return dict(item)
+
+
+def _to_json(sent: Sent) -> dict[str, Any]:
+    body: dict[str, Any] = {"topic": sent.topic, "key": _text(sent.key)}
+    body["value"] = _json_or_text(sent.value)
+    if sent.timestamp_ms is not None:
+        body["timestamp_ms"] = sent.timestamp_ms
+    if sent.reason is not None:
+        body["reason"] = sent.reason
+    return body
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def _json_or_text(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace")

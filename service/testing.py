@@ -1,0 +1,420 @@
+"""Testing an app without Kafka: the test driver (after Kafka Streams'
+``TopologyTestDriver``).
+
+.. code-block:: python
+
+    with TestDriver(app) as driver:
+        driver.send(clicks, Click(user="ann", page="/", ts_ms=1_000))
+        driver.send(clicks, Click(user="ann", page="/", ts_ms=70_000))
+        assert [r.value["value"] for r in driver.read(click_counts)] == [1]
+        assert driver.windows("clicks_per_minute", "ann")[0]["value"] == 1
+
+The driver builds the app as a worker does and runs every stage of it as one
+partition would: the same decoding and dead-lettering, the same operators and
+RocksDB state (in a temporary directory), a checkpoint after every input. What
+a stage sends to a topic another stage reads (a repartition topic, or an
+agent's output that another agent reads) is fed to that stage. Processing time
+only moves when the test says so; event time moves with the records (and with
+:meth:`TestDriver.watermark`), as in a worker.
+
+Every method has an ``a``-prefixed coroutine twin (``asend``...) for tests
+that run in an event loop already (the agents' awaits run in it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from service.app.app import App, BuiltApp
+from service.app.reads import has_windows, state_value, window_rows
+from service.app.topic import Topic
+from service.eventtime.descriptors import StateDescriptor
+from service.eventtime.keyed import MAX_WATERMARK
+from service.pipeline.base import AsyncLogic, Headers, PartitionLogic, Pipeline
+from service.pipeline.markers import WATERMARK
+from service.serde import DecodeError, Json
+from service.settings import Settings, build
+from tables.store import PartitionStore, PartitionTransaction
+
+T = TypeVar("T")
+REASON = "eddy.reason"
+
+
+@dataclass(frozen=True, slots=True)
+class DriverRecord:
+    """A record as the driver hands it to a stage (a consumed Kafka record)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(slots=True)
+class Sent:
+    """A record a stage sent: to an output topic, a repartition topic or the
+    dead-letter topic (``reason`` set)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int | None
+
+    @property
+    def reason(self) -> str | None:
+        found = dict(self.headers).get(REASON)
+        return None if found is None else found.decode()
+
+    @property
+    def is_marker(self) -> bool:
+        return not self.value and any(name == WATERMARK for name, _ in self.headers)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A record on an output topic, decoded with the topic's serde."""
+
+    key: str | None
+    value: Any
+    timestamp_ms: int | None
+
+
+@dataclass
+class _Collector:
+    """The :class:`~service.pipeline.base.Output` of the driver: one partition."""
+
+    dead_letter_topic: str
+    sent: list[Sent] = field(default_factory=list)
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = (),
+        timestamp_ms: int | None = None,
+        partition: int | None = None,
+    ) -> None:
+        self.sent.append(Sent(topic, key, value, tuple(headers), timestamp_ms))
+
+    def partitions_of(self, topic: str) -> int:
+        return 1
+
+    def dead_letter(self, record: Any, reason: str) -> None:
+        headers = ((REASON, reason.encode()), ("eddy.source.topic", record.topic.encode()))
+        self.sent.append(Sent(self.dead_letter_topic, record.key, record.value, headers, None))
+
+    def count(self, event: str, n: int = 1) -> None:
+        pass  # metrics are the worker's business
+
+    def observe(self, event: str, seconds: float) -> None:
+        pass
+
+
+class _Stage:
+    """One stage with its store, as partition 0 of a worker would run it."""
+
+    def __init__(self, pipeline: Pipeline, directory: Path) -> None:
+        self.pipeline = pipeline
+        self.store = PartitionStore(directory / pipeline.name)
+        self.txn: PartitionTransaction = self.store.begin()
+        self.logic: PartitionLogic = pipeline.create_logic(0, self.store, self.txn)
+        self.is_async = hasattr(self.logic, "flush")
+        self.offsets: dict[str, int] = {}
+        self.broadcast = getattr(pipeline, "broadcast_topic", None)
+
+    @property
+    def inputs(self) -> list[str]:
+        return [*self.pipeline.sources, *([self.broadcast] if self.broadcast else [])]
+
+    async def record(self, topic: str, sent: Sent, out: _Collector) -> None:
+        offset = self.offsets.get(topic, 0)
+        self.offsets[topic] = offset + 1
+        record = DriverRecord(
+            topic, 0, offset, sent.timestamp_ms or 0, sent.key, sent.value, tuple(sent.headers)
+        )
+        if topic == self.broadcast:
+            self.logic.process_broadcast(record, out)  # type: ignore[attr-defined]
+        elif self.is_async:
+            await self._async.process_async(record, out)
+        else:
+            self.logic.process(record, out)
+
+    @property
+    def _async(self) -> AsyncLogic:
+        logic: AsyncLogic = self.logic  # type: ignore[assignment]
+        return logic
+
+    async def tick(self, now_ms: int, out: _Collector) -> None:
+        if self.is_async:
+            await self._async.tick_async(now_ms, out)
+        else:
+            self.logic.on_tick(now_ms, out)
+
+    async def watermark(self, watermark_ms: int, out: _Collector) -> None:
+        if self.is_async:
+            await self._async.advance_watermark_async(watermark_ms, out)
+        else:
+            self.logic.advance_watermark(watermark_ms, out)
+
+    async def checkpoint(self, out: _Collector) -> None:
+        if self.is_async:
+            await self._async.flush(out)
+        self.logic.prepare_commit()
+        self.txn.commit(self.txn.changelog_records(), None)
+
+
+def _key_of(topic: Topic[Any], value: Any) -> str | None:
+    """The key a producer would give ``value`` on ``topic`` (None if it has none)."""
+    assert topic.key_of is not None
+    try:
+        decoded = topic.codec.decode(value) if isinstance(value, bytes) else value
+        key = topic.key_of(decoded)
+    except (DecodeError, KeyError, AttributeError, TypeError):
+        return None  # not a value of the topic: the app dead-letters it
+    return key if isinstance(key, str) else None
+
+
+class TestDriver:
+    """Runs an app in memory. See the module docstring.
+
+    Args:
+        app: the app (``agents.app``, or the one under test).
+        agents: which agents to run (default: the app's default agents).
+        settings: framework settings (field names, e.g. ``{"partitions": 1}``);
+            the topic prefix is empty unless given.
+        agent_settings: per settings class name, its field values.
+        start_ms: the processing time at start.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        agents: Iterable[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        agent_settings: Mapping[str, Mapping[str, Any]] | None = None,
+        start_ms: int = 0,
+    ) -> None:
+        self.settings: Settings = build(Settings, {"topic_prefix": "", **(settings or {})})
+        self.built: BuiltApp = app.build(self.settings, agents, agent_settings)
+        self._dir = Path(tempfile.mkdtemp(prefix="eddy-driver-"))
+        self._out = _Collector(self.settings.dead_letters)
+        self._stages = [_Stage(p, self._dir) for p in self.built.stages]
+        self._topics = {
+            self.settings.topic(t.name): t for a in self.built.agents.values() for t in a.topics
+        }
+        self._readers: dict[str, list[_Stage]] = {}
+        for stage in self._stages:
+            for topic in stage.inputs:
+                self._readers.setdefault(topic, []).append(stage)
+        self.now_ms = start_ms
+        self.sent: list[Sent] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+
+    # -- context manager ------------------------------------------------------------------
+
+    def __enter__(self) -> TestDriver:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for stage in self._stages:
+            stage.store.close()
+        if self._loop is not None:
+            self._loop.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    # -- input ----------------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: Topic[Any] | str,
+        value: Any,
+        *,
+        key: str | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Produce ``value`` to ``topic`` and let every stage reading it process it.
+
+        Args:
+            value: a value of the topic's type, or ``bytes`` sent as they are (to
+                see what the app does with a bad record).
+            key: the Kafka key; default: the value's key, as the topic declares it.
+            timestamp_ms: the Kafka timestamp; default: the processing time.
+        """
+        self._run(self.asend(topic, value, key=key, timestamp_ms=timestamp_ms))
+
+    async def asend(
+        self,
+        topic: Topic[Any] | str,
+        value: Any,
+        *,
+        key: str | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        await self._start()
+        name = self._name(topic)
+        declared = topic if isinstance(topic, Topic) else self._topics.get(name)
+        raw = value if isinstance(value, bytes) else self._encode(declared or name, value)
+        if key is None and declared is not None and declared.key_of is not None:
+            key = _key_of(declared, value)
+        stamp = self.now_ms if timestamp_ms is None else timestamp_ms
+        sent = Sent(name, None if key is None else key.encode(), raw, (), stamp)
+        if name not in self._readers:
+            known = ", ".join(sorted(self._readers))
+            raise ValueError(f"no agent of the app reads topic {name!r} (read: {known})")
+        await self._deliver([sent])
+
+    def set_time(self, now_ms: int) -> None:
+        """Set processing time (it never goes back)."""
+        self._run(self.aset_time(now_ms))
+
+    async def aset_time(self, now_ms: int) -> None:
+        await self.aadvance_time(max(0, now_ms - self.now_ms))
+
+    def advance_time(self, ms: int) -> None:
+        """Move processing time forward by ``ms``: processing-time timers,
+        periodic and idle watermarks."""
+        self._run(self.aadvance_time(ms))
+
+    async def aadvance_time(self, ms: int) -> None:
+        if ms < 0:
+            raise ValueError("processing time does not go back")
+        await self._start()
+        self.now_ms += ms
+        await self._tick_all()
+
+    def watermark(self, watermark_ms: int) -> None:
+        """An explicit watermark for every stage (as if every input had reached it)."""
+        self._run(self.awatermark(watermark_ms))
+
+    async def awatermark(self, watermark_ms: int) -> None:
+        await self._start()
+        for stage in self._stages:
+            await stage.watermark(watermark_ms, self._out)
+            await self._settle(stage)
+
+    def end_of_input(self) -> None:
+        """The watermark goes to +infinity: every window closes, every event-time
+        timer fires (what a bounded input does in Flink)."""
+        self.watermark(MAX_WATERMARK)
+
+    async def aend_of_input(self) -> None:
+        await self.awatermark(MAX_WATERMARK)
+
+    # -- output and state -------------------------------------------------------------------
+
+    def read(self, topic: Topic[Any] | str) -> list[Output]:
+        """What was sent to ``topic`` so far, decoded by its serde (JSON if it has none)."""
+        name = self._name(topic)
+        serde = topic.codec if isinstance(topic, Topic) else Json()
+        found = []
+        for sent in self.sent:
+            if sent.topic != name or sent.is_marker:
+                continue
+            try:
+                value = serde.decode(sent.value)
+            except DecodeError:
+                value = sent.value
+            key = None if sent.key is None else sent.key.decode("utf-8", "replace")
+            found.append(Output(key, value, sent.timestamp_ms))
+        return found
+
+    @property
+    def internal_topics(self) -> list[str]:
+        """Topics Eddy made for the app (repartition topics)."""
+        return [i.name for a in self.built.agents.values() for i in a.internal]
+
+    def dead_letters(self) -> list[Sent]:
+        """Records sent to the dead-letter topic; ``.reason`` says why."""
+        return [s for s in self.sent if s.topic == self.settings.dead_letters]
+
+    def windows(
+        self, agent: str, key: str, from_ms: int = 0, to_ms: int = 2**62, limit: int = 10_000
+    ) -> list[dict[str, Any]]:
+        """``key``'s queryable window results of ``agent`` (oldest first), as REST
+        serves them."""
+        store = self._store_of(agent)
+        return [row for _, row in window_rows(store, key, from_ms, to_ms, limit)]
+
+    def has_data(self, agent: str, key: str) -> bool:
+        return has_windows(self._store_of(agent), key)
+
+    def state(self, agent: str, descriptor: StateDescriptor[T], key: str) -> Any:
+        """``key``'s committed value of ``descriptor`` in ``agent`` (None if absent)."""
+        return state_value(self._store_of(agent), descriptor, key)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _name(self, topic: Topic[Any] | str) -> str:
+        return self.settings.topic(topic.name) if isinstance(topic, Topic) else topic
+
+    @staticmethod
+    def _encode(topic: Topic[Any] | str, value: Any) -> bytes:
+        serde = topic.codec if isinstance(topic, Topic) else Json()
+        return serde.encode(value)
+
+    def _store_of(self, agent: str) -> PartitionStore:
+        for stage in self._stages:
+            if stage.pipeline.name == agent:
+                return stage.store
+        raise KeyError(f"no agent {agent!r} runs in this driver")
+
+    async def _start(self) -> None:
+        """The first tick: every stage learns the processing time."""
+        if not self._started:
+            self._started = True
+            await self._tick_all()
+
+    async def _tick_all(self) -> None:
+        for stage in self._stages:
+            await stage.tick(self.now_ms, self._out)
+            await self._settle(stage)
+
+    async def _settle(self, stage: _Stage) -> None:
+        await stage.checkpoint(self._out)
+        await self._forward()
+
+    async def _deliver(self, records: list[Sent]) -> None:
+        for sent in records:
+            for stage in self._readers.get(sent.topic, []):
+                await stage.record(sent.topic, sent, self._out)
+                await stage.checkpoint(self._out)
+                await self._forward()
+
+    async def _forward(self) -> None:
+        """Record what stages sent; feed it to stages that read it."""
+        while self._out.sent:
+            batch, self._out.sent = self._out.sent, []
+            self.sent += batch
+            await self._deliver([s for s in batch if s.topic in self._readers])
+
+    def _run(self, step: Awaitable[T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError(
+                "the test driver's blocking methods cannot run inside an event loop: "
+                "await its a-prefixed twins (asend, aadvance_time, awatermark...)"
+            )
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(step)

@@ -1,8 +1,9 @@
 """Joins of two keyed, co-partitioned inputs (semantics F).
 
 * :class:`IntervalJoin`: inner; a left element at ``t`` joins right elements in
-  ``[t + lower_ms, t + upper_ms]``. Each side is buffered only until the
-  watermark rules out a match, then a timer removes it.
+  ``[t + lower_ms, t + upper_ms]``. Each element is buffered until the watermark
+  reaches the far end of its range on the other side, or its own timestamp if
+  that is later (as Flink's ``IntervalJoinOperator``), then a timer removes it.
 * :func:`window_join` / :func:`window_cogroup`: elements of both sides in the same
   window; on firing, every pair (join) or both lists once (coGroup).
 * :class:`UnboundedJoin`: both sides kept in state (optionally with a TTL); an
@@ -66,7 +67,7 @@ class IntervalJoin:
                 left, right = (value, other) if side == LEFT else (other, value)
                 ctx.output(self.join(left, right))
         ctx.state.list(mine).add([ts, value])
-        # Past this watermark no future element of the other side can match.
+        # Kept until the watermark reaches its expiry; then this timer drops it.
         ctx.timer_service.register_event_time_timer(self._expiry(ts, side))
 
     def on_timer(self, timestamp_ms: int, ctx: Context) -> None:
@@ -76,7 +77,19 @@ class IntervalJoin:
             buffered.update(kept)
 
     def _expiry(self, ts: int, side: int) -> int:
-        return ts + self.upper_ms if side == LEFT else ts - self.lower_ms
+        """The watermark at which an element of ``side`` at ``ts`` is dropped.
+
+        The far end of its range on the other side (``ts + upper`` for a left,
+        ``ts - lower`` for a right), but never before ``ts`` itself: when that end
+        is behind the element (``upper < 0`` for a left, ``lower > 0`` for a right)
+        an element of the other side exactly at it, arriving when the watermark is
+        exactly there, is still on time and must find this one. Flink keeps its
+        buffers as long, and no longer: when the far end is at or after ``ts``, such
+        an element arriving exactly on the watermark misses this one in Flink too.
+        """
+        if side == LEFT:
+            return ts + max(self.upper_ms, 0)
+        return ts + max(-self.lower_ms, 0)
 
 
 @dataclass(frozen=True)

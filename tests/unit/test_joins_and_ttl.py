@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,6 +82,163 @@ def test_interval_join_state_is_gone_once_the_watermark_passes_the_bounds() -> N
     h.watermark(HOUR)
     assert h.backend.values == {}
     assert h.event_timers.timers == set()
+
+
+def explicit_join_harness(lower_ms: int, upper_ms: int) -> ProcessHarness:
+    """An interval join whose watermark moves only by ``watermark()``, emitting
+    ``(left t, right t)`` pairs, so a test can put the watermark exactly on a bound."""
+    return ProcessHarness(
+        IntervalJoin(lower_ms, upper_ms, lambda lf, rt: (lf["t"], rt["t"])),
+        key=lambda e: e["k"],
+        timestamp_ms=lambda e: e["t"],
+        inputs=("left", "right"),
+    )
+
+
+def test_interval_join_with_negative_bounds_keeps_a_left_until_its_own_timestamp() -> None:
+    """Bounds -3 s / -1 s: a left at 85000 matches rights in [82000, 84000]. With the
+    watermark exactly at 84000 a right at 84000 is on time, so the left must still be
+    buffered; as in Flink it stays until the watermark reaches 85000, its own time."""
+    h = explicit_join_harness(-3_000, -1_000)
+    h.record({"k": "e", "t": 85_000}, "left")
+    h.watermark(84_000)
+    h.record({"k": "e", "t": 84_000}, "right")
+    assert h.output() == [(85_000, 84_000)]
+    h.watermark(85_000)
+    assert h.backend.values[("right", "e")] == [[84_000, {"k": "e", "t": 84_000}]]
+    assert ("left", "e") not in h.backend.values
+    h.end_of_input()
+    assert h.backend.values == {}
+
+
+def test_interval_join_with_positive_bounds_keeps_a_right_until_its_own_timestamp() -> None:
+    """Bounds +500 ms / +2 s: a right at 85000 matches lefts in [83000, 84500]. With
+    the watermark exactly at 84500 a left at 84500 is on time, so the right must still
+    be buffered; as in Flink it stays until the watermark reaches 85000."""
+    h = explicit_join_harness(500, 2_000)
+    h.record({"k": "e", "t": 85_000}, "right")
+    h.watermark(84_500)
+    h.record({"k": "e", "t": 84_500}, "left")
+    assert h.output() == [(84_500, 85_000)]
+    h.watermark(85_000)
+    assert h.backend.values[("left", "e")] == [[84_500, {"k": "e", "t": 84_500}]]
+    assert ("right", "e") not in h.backend.values
+    h.end_of_input()
+    assert h.backend.values == {}
+
+
+# Records and watermarks on a coarse grid (units of 100 ms), with bounds on the same
+# grid, so that a watermark lands exactly on a record and on a bound often.
+JoinOp = tuple[str, str, int]  # ("left" | "right", key, t) or ("wm", "", t)
+join_ops = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["left", "right"]), st.sampled_from("ab"), st.integers(0, 8)),
+        st.tuples(st.just("wm"), st.just(""), st.integers(0, 8)),
+    ),
+    max_size=30,
+)
+BOUND_FAMILIES: dict[str, st.SearchStrategy[tuple[int, int]]] = {
+    "both-negative": st.tuples(st.integers(-4, -1), st.integers(0, 3)).map(
+        lambda ub: (ub[0] - ub[1], ub[0])
+    ),
+    "both-positive": st.tuples(st.integers(1, 4), st.integers(0, 3)).map(
+        lambda lw: (lw[0], lw[0] + lw[1])
+    ),
+    "mixed": st.tuples(st.integers(-4, -1), st.integers(1, 4)),
+    "zero": st.one_of(
+        st.just((0, 0)),
+        st.integers(-4, -1).map(lambda lo: (lo, 0)),
+        st.integers(1, 4).map(lambda up: (0, up)),
+    ),
+}
+
+
+def flink_interval_join(ops: list[JoinOp], lower: int, upper: int) -> list[tuple[int, int]]:
+    """The oracle: every pair of on-time records (``t >=`` the watermark when it
+    arrives) of one key with ``lower <= right t - left t <= upper``, in a nested loop,
+    less the pairs Flink's interval join loses by design. Flink drops a buffered record
+    when the watermark moves to the far end of its range on the other side (or to its
+    own timestamp, if that is later); a record of the other side arriving then exactly
+    on the watermark, exactly at that far end, is on time but finds it gone."""
+    watermark: int | None = None
+    on_time: list[tuple[str, str, int, int, int | None]] = []  # side, key, t, index, wm
+    pairs = []
+    for i, (side, key, t) in enumerate(ops):
+        if side == "wm":
+            watermark = t if watermark is None else max(watermark, t)
+            continue
+        if watermark is not None and t < watermark:
+            continue  # late
+        for other_side, other_key, other_t, j, other_watermark in on_time:
+            if other_side == side or other_key != key:
+                continue
+            (lt, li), (rt, ri) = (
+                ((t, i), (other_t, j)) if side == "left" else ((other_t, j), (t, i))
+            )
+            if not lower <= rt - lt <= upper:
+                continue
+            far_end = other_t + upper if other_side == "left" else other_t - lower
+            dropped = far_end >= other_t and other_watermark != watermark == far_end
+            if t == far_end and dropped:
+                continue
+            pairs.append((li, ri))
+        on_time.append((side, key, t, i, watermark))
+    return sorted(pairs)
+
+
+def run_interval_join(ops: list[JoinOp], lower: int, upper: int) -> ProcessHarness:
+    h = ProcessHarness(
+        IntervalJoin(lower * 100, upper * 100, lambda lf, rt: (lf["i"], rt["i"])),
+        key=lambda e: e["k"],
+        timestamp_ms=lambda e: e["t"],
+        inputs=("left", "right"),
+    )
+    for i, (side, key, t) in enumerate(ops):
+        if side == "wm":
+            h.watermark(t * 100)
+        else:
+            h.record({"k": key, "t": t * 100, "i": i}, side)
+    h.end_of_input()
+    return h
+
+
+@pytest.mark.parametrize("family", sorted(BOUND_FAMILIES))
+@settings(max_examples=300)
+@given(data=st.data(), ops=join_ops)
+def test_interval_join_with_explicit_watermarks_matches_flink(
+    family: str, data: st.DataObject, ops: list[JoinOp]
+) -> None:
+    """Records of both sides and watermarks in any order, the watermark often exactly
+    on a record: the join emits each pair the oracle gives, once, and leaves no state."""
+    lower, upper = data.draw(BOUND_FAMILIES[family], label="bounds (x 100 ms)")
+    h = run_interval_join(ops, lower, upper)
+    assert sorted(h.output()) == flink_interval_join(ops, lower, upper)
+    assert h.backend.values == {}, "join state must be empty once the watermark passed it"
+
+
+@pytest.mark.parametrize("family", sorted(BOUND_FAMILIES))
+@given(
+    data=st.data(),
+    first=st.sampled_from(["left", "right"]),
+    at=st.sampled_from(["lower", "upper"]),
+    t=st.integers(0, 8),
+    ahead=st.booleans(),
+)
+def test_interval_join_when_the_watermark_lands_exactly_on_a_bound(
+    family: str, data: st.DataObject, first: str, at: str, t: int, ahead: bool
+) -> None:
+    """One record, then the watermark moves exactly to where its partner is, at one
+    of the bounds, and the partner arrives (on time); ``ahead``: the watermark was
+    already at the first record's timestamp when it arrived."""
+    lower, upper = data.draw(BOUND_FAMILIES[family], label="bounds (x 100 ms)")
+    bound = lower if at == "lower" else upper
+    partner = t + bound if first == "left" else t - bound
+    second = "right" if first == "left" else "left"
+    ops: list[JoinOp] = [("wm", "", t)] if ahead else []
+    ops += [(first, "a", t), ("wm", "", partner), (second, "a", partner)]
+    h = run_interval_join(ops, lower, upper)
+    assert sorted(h.output()) == flink_interval_join(ops, lower, upper)
+    assert h.backend.values == {}
 
 
 Row = tuple[str, int]

@@ -9,8 +9,9 @@ It follows Flink's ``WindowOperator`` (docs/semantics.md D, G):
   is a late element, returned for a side output; an element in a gap between
   sliding windows that is not late is simply dropped;
 * the trigger answers each element and timer with CONTINUE / FIRE / PURGE /
-  FIRE_AND_PURGE; every emission says ``first`` or ``update``; a purge also
-  clears the trigger's state and timers (D.10);
+  FIRE_AND_PURGE; every emission says ``first`` or ``update``; a purge empties
+  the window's contents only: the trigger keeps its state and timers (a purging
+  continuous trigger keeps its schedule) until the window is cleaned up;
 * a window's state, trigger state and timers go at its cleanup time,
   ``end - 1 + allowed_lateness`` (event time) or ``end - 1`` (processing time).
   As in Flink, where timers are keyed by (time, key, window), the cleanup timer
@@ -242,7 +243,7 @@ class WindowOperator:
         window = TimeWindow(timer.window_start_ms, timer.window_end_ms)
         cleanup = timer.namespace == CLEANUP
         entry = self._state.get_window(key, window)
-        if entry is not None:  # else purged at cleanup or merged away, with its timers
+        if entry is not None:  # else cleaned up or merged away, with its timers
             ctx = TriggerCtx(self, key, window, entry)
             if event_time:
                 result = self.trigger.on_event_time(timer.time_ms, window, ctx)
@@ -273,10 +274,13 @@ class WindowOperator:
                     self._out.append(WindowResult(key, window, value, timing, watermark_ms))
             entry.fired = True
         if result.purge:
-            # D.10: a purged window forgets its trigger state and timers too, so a
-            # later element starts the trigger afresh (Flink keeps them until cleanup).
-            self.trigger.clear(window, TriggerCtx(self, key, window, entry))
-            entry.trigger.clear()
+            # Only the contents go. The entry stays, and with it the trigger's state
+            # and timers: a purging trigger carries on as it would without the purge
+            # (a continuous one fires at its next interval, not one counted from the
+            # next element), and they go at the window's cleanup time, when the
+            # trigger's ``clear`` runs. A trigger that wants a fresh start after
+            # firing resets its own state (the count trigger does). The next firing
+            # is ``first`` again: it reports on contents added since.
             entry.contents = None
             entry.fired = False
         if keep:

@@ -4,7 +4,9 @@ A trigger reacts to an element, an event-time timer, a processing-time timer
 and a merge of windows, and answers CONTINUE, FIRE, PURGE or FIRE_AND_PURGE.
 Its state (a count, the next early firing) lives in a small dict per window
 that the operator keeps in RocksDB with the window, and it registers timers
-through its context; both are cleared when the window is purged.
+through its context. A purge empties only the window's contents: the trigger's
+state and timers stay until the window is cleaned up (or merged away), when
+:meth:`Trigger.clear` runs.
 """
 
 from __future__ import annotations
@@ -94,8 +96,8 @@ class Trigger(Protocol):
     def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
         """Delete the timers this trigger registered for ``window``.
 
-        Called when the window is purged, cleaned up or merged away; the operator
-        empties ``ctx.state`` afterwards (semantics D.10).
+        Called when the window is cleaned up or merged away, not when it is purged;
+        the operator deletes ``ctx.state`` with the window afterwards.
         """
         ...
 
@@ -316,7 +318,9 @@ class ContinuousEventTimeTrigger(TriggerBase):
 
 @dataclass(frozen=True)
 class PurgingTrigger(TriggerBase):
-    """Wraps a trigger and turns each FIRE into FIRE_AND_PURGE (emit, then forget)."""
+    """Wraps a trigger and turns each FIRE into FIRE_AND_PURGE: emit, then empty the
+    window. The inner trigger's state and timers are not touched: it goes on as it
+    would without the purge until the window is cleaned up."""
 
     inner: Trigger
 

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.eventtime import (
@@ -26,6 +26,7 @@ from service.eventtime import (
     Count,
     CountTrigger,
     Global,
+    PurgingTrigger,
     Session,
     Sliding,
     Sum,
@@ -260,10 +261,59 @@ def test_a_reading_exactly_gap_after_a_fired_session_starts_a_new_one() -> None:
     assert sessionize([0, 1_000, 2_000], 1_000) == [(0, 3_000, [0, 1_000, 2_000])]
 
 
+# -- purging --------------------------------------------------------------------------
+
+
+@settings(max_examples=300)
+@given(
+    readings=readings_strategy(max_ts=20_000),
+    bound_ms=st.integers(0, 3_000),
+    seed=st.integers(0, 2**32),
+    interval_ms=st.integers(100, 2_500),
+    lateness_ms=st.sampled_from([0, 1_000]),
+)
+def test_a_purging_continuous_trigger_fires_when_it_would_without_purging(
+    readings: list[Reading], bound_ms: int, seed: int, interval_ms: int, lateness_ms: int
+) -> None:
+    """A purge empties the window, not its trigger: wrapped in ``purging``, a continuous
+    trigger fires at the same points as on its own (late readings included), each
+    firing over the readings since the previous one. So per window, the purging
+    results are the increments of the running counts, where there is one (a firing
+    over nothing emits nothing), and each is a ``first``."""
+
+    def spec(purging: bool) -> WindowSpec:
+        trigger = ContinuousEventTimeTrigger(interval_ms)
+        return WindowSpec(
+            Tumbling(5_000),
+            Count(),
+            trigger=PurgingTrigger(trigger) if purging else trigger,
+            allowed_lateness_ms=lateness_ms,
+        )
+
+    arrival = within_bound(readings, bound_ms + 1_000, seed)  # some late
+    running = feed_all(harness(spec(False), bound_ms), arrival)
+    purged = feed_all(harness(spec(True), bound_ms), arrival)
+
+    def per_window(outputs: list[Emission]) -> dict[tuple[Any, ...], list[Any]]:
+        found: dict[tuple[Any, ...], list[Any]] = defaultdict(list)
+        for e in outputs:
+            if e.output == "main":
+                found[(e.key, e.window_start_ms)].append(e.value)
+        return found
+
+    increments = {}
+    for window, counts in per_window(running).items():
+        steps = [b - a for a, b in zip([0, *counts], counts, strict=False) if b > a]
+        increments[window] = steps
+    assert per_window(purged) == {w: steps for w, steps in increments.items() if steps}
+    assert all(e.kind == "first" for e in purged if e.output == "main")
+    assert [e for e in purged if e.output == "late"] == [e for e in running if e.output == "late"]
+
+
 # -- stop and restore -------------------------------------------------------------------
 
 
-def sliding_count_window(size: int, slide: int, timeout_ms: int) -> WindowSpec:
+def count_window_spec(size: int, slide: int | None, timeout_ms: int) -> WindowSpec:
     assigner, trigger, evictor = count_window(size, slide, timeout_ms)
     return WindowSpec(assigner, Sum(lambda r: r.value), trigger=trigger, evictor=evictor)
 
@@ -291,7 +341,17 @@ RESTORE_SPECS: dict[str, tuple[Callable[[], WindowSpec], int | None]] = {
         lambda: WindowSpec(Tumbling(4_000), Count(), trigger=CountTrigger(3, timeout_ms=1_500)),
         None,
     ),
-    "sliding-count-window": (lambda: sliding_count_window(3, 2, 1_000), None),
+    "sliding-count-window": (lambda: count_window_spec(3, 2, 1_000), None),
+    "purging-count-window": (lambda: count_window_spec(3, None, 1_000), None),
+    "purging-early-firing": (
+        lambda: WindowSpec(
+            Tumbling(3_000),
+            Count(),
+            trigger=PurgingTrigger(ContinuousEventTimeTrigger(500)),
+            allowed_lateness_ms=500,
+        ),
+        200,
+    ),
     "global-early-firing": (
         lambda: WindowSpec(Global(), Count(), trigger=ContinuousEventTimeTrigger(700)),
         0,

@@ -1,4 +1,4 @@
-"""Triggers (docs/semantics.md D.8, D.10): when a window emits, what CONTINUE, FIRE,
+"""Triggers (docs/semantics.md D.8): when a window emits, what CONTINUE, FIRE,
 PURGE and FIRE_AND_PURGE do, early firing, and the custom-trigger interface, shown
 with the seeds' ``OneSecondIntervalTrigger`` (L1849-1907)."""
 
@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from service.eventtime import (
+    GLOBAL_WINDOW,
     BoundedOutOfOrderness,
     ContinuousEventTimeTrigger,
     Count,
@@ -24,6 +25,7 @@ from service.eventtime import (
     WindowSpec,
 )
 from service.eventtime.harness import WindowHarness
+from service.eventtime.spec import count_window
 from service.eventtime.triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, TriggerContext
 
 
@@ -256,17 +258,103 @@ class EveryOther(TriggerBase):
             ctx.delete_processing_time_timer(ctx.state["timer"])
 
 
-def test_purge_clears_trigger_state_and_timers() -> None:
-    """D.10: after FIRE_AND_PURGE the trigger starts from scratch: its count restarts
-    (so it fires again on the 4th element) and its pending timer is gone."""
+def test_purge_keeps_trigger_state_and_timers_until_cleanup() -> None:
+    """As in Flink, FIRE_AND_PURGE empties the window's contents only: the trigger's
+    count goes on (so the 4th element does not fire again) and its pending timer still
+    fires, over what came after the purge; both go when the window is cleaned up."""
     h = harness(WindowSpec(Tumbling(10_000), Count(), trigger=EveryOther()))
     feed(h, [1_000, 2_000])
     assert emitted(h) == [(0, 2, "first")]
+    entry = h.state.windows[("s1", TimeWindow(0, 10_000))]
+    assert entry.contents is None
+    assert entry.trigger == {"seen": 2, "timer": 1_000}
+    assert [t.time_ms for t in h.processing_timers.timers] == [1_000]
+    feed(h, [3_000])
+    h.processing_time(5_000)  # the first element's timer: FIRE, over the element since
+    assert emitted(h, 1) == [(0, 1, "first")]
+    feed(h, [4_000])
+    assert emitted(h, 2) == []
+    h.end_of_input()
+    assert emitted(h, 2) == []
+    assert h.state.windows == {}
+    assert h.event_timers.timers == set()
     assert h.processing_timers.timers == set()
-    h.processing_time(5_000)
-    assert len(h.main()) == 1, "a timer of the purged window fired"
-    feed(h, [3_000, 4_000])
+
+
+def purging_continuous(interval_ms: int, allowed_lateness_ms: int = 0) -> WindowSpec:
+    return WindowSpec(
+        Tumbling(10_000),
+        Count(),
+        trigger=PurgingTrigger(ContinuousEventTimeTrigger(interval_ms)),
+        allowed_lateness_ms=allowed_lateness_ms,
+    )
+
+
+def test_a_purging_continuous_trigger_keeps_its_schedule_across_a_purge() -> None:
+    """Flink fires every 2 s of watermark and at the end, each firing over what came
+    since the last: the purge at 2000 leaves the next firing at 4000, even though the
+    first element after it (4379) is in the interval [4000, 6000)."""
+    h = harness(purging_continuous(2_000), bound_ms=None)
+    feed(h, [100, 900, 1_500])
+    h.watermark(2_000)
+    assert emitted(h) == [(0, 3, "first")]
+    feed(h, [4_379, 4_500])
+    h.watermark(4_000)
     assert emitted(h, 1) == [(0, 2, "first")]
+    feed(h, [5_000])
+    h.watermark(6_000)
+    assert emitted(h, 2) == [(0, 1, "first")]
+    h.watermark(8_000)  # nothing came since 6000: an empty firing emits nothing
+    feed(h, [9_500])
+    h.end_of_input()  # the window's end, 9999
+    assert emitted(h, 3) == [(0, 1, "first")]
+    assert h.state.windows == {}
+    assert h.event_timers.timers == set()
+
+
+def test_a_purged_window_keeps_its_trigger_until_its_cleanup_time() -> None:
+    """After the purge at the window's end the entry stays (no contents, the trigger's
+    state, its cleanup timer) through the allowed lateness: a late element fires over
+    itself; at end - 1 + lateness the trigger's ``clear`` runs and everything goes."""
+    h = harness(purging_continuous(2_000, allowed_lateness_ms=1_000), bound_ms=None)
+    feed(h, [7_500])
+    h.watermark(8_000)
+    feed(h, [9_500])
+    h.watermark(9_999)
+    assert emitted(h) == [(0, 1, "first"), (0, 1, "first")]
+    window = TimeWindow(0, 10_000)
+    entry = h.state.windows[("s1", window)]
+    assert (entry.contents, entry.trigger) == (None, {"next": 9_999})
+    assert [t.time_ms for t in h.event_timers.timers] == [10_999]
+    feed(h, [9_000])  # late, within the lateness
+    assert emitted(h, 2) == [(0, 1, "first")]
+    h.watermark(10_998)
+    assert ("s1", window) in h.state.windows
+    h.watermark(10_999)
+    assert emitted(h, 3) == []
+    assert h.state.windows == {}
+    assert h.event_timers.timers == set()
+
+
+def test_a_purging_count_window_with_a_timeout_restarts_its_count_itself() -> None:
+    """Flink's ``countWindow``: the count trigger resets its own count (and here its
+    timeout) when it fires; the purge only empties the window. The next batch counts
+    from zero and its timeout runs from its own first element."""
+    assigner, trigger, evictor = count_window(3, timeout_ms=1_000)
+    h = harness(WindowSpec(assigner, Count(), trigger=trigger, evictor=evictor), bound_ms=None)
+    feed(h, [1, 2, 3])
+    assert emitted(h) == [(None, 3, "first")]
+    entry = h.state.windows[("s1", GLOBAL_WINDOW)]
+    assert (entry.contents, entry.trigger) == (None, {})
+    assert h.processing_timers.timers == set()
+    h.processing_time(500)
+    feed(h, [4])
+    h.processing_time(1_000)  # the first batch's timeout was deleted when it fired
+    assert emitted(h, 1) == []
+    h.processing_time(1_500)
+    assert emitted(h, 1) == [(None, 1, "first")]
+    feed(h, [5, 6, 7])
+    assert emitted(h, 2) == [(None, 3, "first")]
 
 
 def test_cleanup_removes_contents_trigger_state_and_timers() -> None:

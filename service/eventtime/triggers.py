@@ -258,9 +258,12 @@ class ContinuousEventTimeTrigger(TriggerBase):
 
     As in current Flink, the interval timers stop at the window's last instant
     (``min(next, end - 1)``), so the trigger does not fire again past the end while
-    the window waits out its allowed lateness. Once the watermark is beyond every
-    window (the end of a bounded input) the next firing is the window's last one:
-    stepping interval by interval to a global window's end would never finish.
+    the window waits out its allowed lateness. Each firing registers the next, so a
+    watermark that jumps several intervals (to +infinity at the end of a bounded
+    input, say) fires every one it passed, up to and including the window's end,
+    in time order, in that one advance. Only the global window skips to its end
+    once the watermark is at +infinity: stepping interval by interval to the end of
+    time would never finish (in Flink it does not).
     """
 
     interval_ms: int
@@ -285,8 +288,8 @@ class ContinuousEventTimeTrigger(TriggerBase):
             return FIRE
         if ctx.state.get("next") == time_ms:
             upcoming = time_ms + self.interval_ms
-            if ctx.watermark_ms >= MAX_TIME_MS:
-                upcoming = window.max_timestamp_ms
+            if ctx.watermark_ms >= MAX_TIME_MS and window.end_ms >= MAX_TIME_MS:
+                upcoming = window.max_timestamp_ms  # the global window, at end of input
             self._schedule(upcoming, window, ctx)
             return FIRE
         return CONTINUE

@@ -310,6 +310,38 @@ def test_a_purging_continuous_trigger_fires_when_it_would_without_purging(
     assert [e for e in purged if e.output == "late"] == [e for e in running if e.output == "late"]
 
 
+@given(
+    readings=readings_strategy(max_ts=20_000),
+    bound_ms=st.integers(0, 3_000),
+    seed=st.integers(0, 2**32),
+    interval_ms=st.integers(100, 2_500),
+    purging=st.booleans(),
+)
+def test_the_end_of_input_fires_what_a_watermark_past_every_window_fires(
+    readings: list[Reading], bound_ms: int, seed: int, interval_ms: int, purging: bool
+) -> None:
+    """For time windows the end of input (the watermark at +infinity) is no different
+    from any watermark past every window: an early-firing trigger steps through each
+    interval still due, then fires the window's end."""
+
+    def run(last_watermark_ms: int | None) -> list[Emission]:
+        trigger = ContinuousEventTimeTrigger(interval_ms)
+        spec = WindowSpec(
+            Sliding(4_000, 1_500),
+            Count(),
+            trigger=PurgingTrigger(trigger) if purging else trigger,
+        )
+        h = harness(spec, bound_ms)
+        for reading in within_bound(readings, bound_ms, seed):
+            h.record(reading)
+        if last_watermark_ms is not None:
+            h.watermark(last_watermark_ms)
+        h.end_of_input()
+        return h.outputs
+
+    assert run(None) == run(30_000)
+
+
 # -- stop and restore -------------------------------------------------------------------
 
 

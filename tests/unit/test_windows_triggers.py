@@ -4,6 +4,7 @@ with the seeds' ``OneSecondIntervalTrigger`` (L1849-1907)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pytest
@@ -18,6 +19,7 @@ from service.eventtime import (
     ProcessingTimeTrigger,
     PurgingTrigger,
     Session,
+    Sliding,
     TimeWindow,
     TriggerBase,
     TriggerResult,
@@ -25,7 +27,9 @@ from service.eventtime import (
     WindowSpec,
 )
 from service.eventtime.harness import WindowHarness
+from service.eventtime.memory import MemoryTimerStore
 from service.eventtime.spec import count_window
+from service.eventtime.timers import Timer, TimerQueue
 from service.eventtime.triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, TriggerContext
 
 
@@ -175,6 +179,77 @@ def test_continuous_trigger_stops_at_the_window_end_during_the_lateness() -> Non
     h.watermark(6_999)
     assert emitted(h, 2) == []
     assert h.state.windows == {}
+
+
+@dataclass(frozen=True)
+class RecordingContinuous(ContinuousEventTimeTrigger):
+    """The continuous trigger, noting (time, window start) of each timer it fires on."""
+
+    fired: list[tuple[int, int]] = field(default_factory=list, compare=False)
+
+    def on_event_time(self, time_ms: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        result = super().on_event_time(time_ms, window, ctx)
+        if result.fire:
+            self.fired.append((time_ms, window.start_ms))
+        return result
+
+
+def test_continuous_trigger_at_the_end_of_input_fires_every_interval_then_the_end() -> None:
+    """The watermark jumps to +infinity with four early firings still due: as in
+    Flink, each firing registers the next, min(time + interval, end - 1), and the
+    timers fire one after the other in that same advance."""
+    trigger = RecordingContinuous(1_000)
+    h = harness(WindowSpec(Tumbling(5_000), Count(), trigger=trigger), bound_ms=None)
+    feed(h, [60_500, 62_700])
+    h.end_of_input()
+    assert [time for time, _ in trigger.fired] == [61_000, 62_000, 63_000, 64_000, 64_999]
+    assert emitted(h) == [(60_000, 2, "first")] + [(60_000, 2, "update")] * 4
+    assert h.state.windows == {}
+    assert h.event_timers.timers == set()
+
+
+@pytest.mark.parametrize("end_of_input", [False, True], ids=["watermark-70000", "end-of-input"])
+def test_timers_registered_during_one_advance_fire_in_it_in_time_order(
+    end_of_input: bool,
+) -> None:
+    """Three overlapping windows, each stepping through its intervals in one jump of
+    the watermark: their firings interleave by time (then by window start), as the
+    timers are registered one by one while the advance fires them."""
+    trigger = RecordingContinuous(1_000)
+    h = harness(WindowSpec(Sliding(5_000, 2_000), Count(), trigger=trigger), bound_ms=None)
+    feed(h, [62_500])  # in [58000, 63000), [60000, 65000) and [62000, 67000)
+    if end_of_input:
+        h.end_of_input()
+    else:
+        h.watermark(70_000)
+    assert trigger.fired == [
+        (62_999, 58_000),
+        (63_000, 60_000),
+        (63_000, 62_000),
+        (64_000, 60_000),
+        (64_000, 62_000),
+        (64_999, 60_000),
+        (65_000, 62_000),
+        (66_000, 62_000),
+        (66_999, 62_000),
+    ]
+    assert [start for start, _, _ in emitted(h)] == [start for _, start in trigger.fired]
+
+
+def test_the_timer_queue_yields_timers_registered_while_it_yields() -> None:
+    """What the operator relies on: a timer registered during ``pop_due`` that is
+    already due comes out in the same call, in time order; one that is not stays."""
+    queue = TimerQueue(MemoryTimerStore())
+    for t in (10, 30):
+        queue.register(Timer(t, "n", "k"))
+    popped = []
+    for timer in queue.pop_due(100):
+        popped.append(timer.time_ms)
+        if timer.time_ms == 10:
+            for t in (40, 20, 150):
+                queue.register(Timer(t, "n", "k"))
+    assert popped == [10, 20, 30, 40]
+    assert queue.next_time_ms() == 150
 
 
 def test_continuous_trigger_on_a_global_window_ends_at_the_end_of_input() -> None:

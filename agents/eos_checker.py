@@ -35,7 +35,7 @@ class Aggregate(BaseModel):
     last_seq: int = -1
 
 
-AGG = ValueState("agg", Aggregate)
+AGG = ValueState("agg", Aggregate, queryable=True)
 
 
 class Checker:

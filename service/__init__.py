@@ -19,7 +19,13 @@ from service.app.stream import BroadcastStream, Stream, WindowedStream
 from service.app.topic import Topic
 from service.errors import ConfigError, EddyError
 from service.eventtime.clock import FakeClock
-from service.eventtime.descriptors import ListState, MapState, StateTypeError, ValueState
+from service.eventtime.descriptors import (
+    ListState,
+    MapState,
+    StateDescriptor,
+    StateTypeError,
+    ValueState,
+)
 from service.eventtime.functions import (
     AggregateFunction,
     Avg,
@@ -125,6 +131,7 @@ __all__ = [
     "Serde",
     "Session",
     "Sliding",
+    "StateDescriptor",
     "StateTypeError",
     "Stats",
     "StatsResult",

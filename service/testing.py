@@ -356,6 +356,11 @@ class TestDriver:
     def has_data(self, agent: str, key: str) -> bool:
         return has_windows(self._store_of(agent), key)
 
+    def stores(self) -> dict[str, PartitionStore]:
+        """Each stage's committed state (partition 0), by stage name: to snapshot
+        it, or to read a table no view serves."""
+        return {stage.pipeline.name: stage.store for stage in self._stages}
+
     def state(self, agent: str, descriptor: StateDescriptor[T], key: str) -> Any:
         """``key``'s committed value of ``descriptor`` in ``agent`` (None if absent)."""
         return state_value(self._store_of(agent), descriptor, key)

@@ -105,15 +105,18 @@ class PartitionStore:
         read_options = ReadOptions()
         skip = len(table.prefix)
         if reverse:
-            read_options.set_iterate_lower_bound(start)
-            read_options.set_iterate_upper_bound(bound)
-            items = self._db.items(backwards=True, from_key=bound, read_opt=read_options)
+            # Bounds are checked here: a backward seek lands on the greatest key at or
+            # below ``bound``, and iterates down past ``start`` into other tables.
+            items = self._db.items(backwards=True, from_key=bound)
         else:
             read_options.set_iterate_upper_bound(bound)
             items = self._db.items(from_key=start, read_opt=read_options)
         for raw_key, raw_value in cast(Iterator[tuple[bytes, bytes]], items):
-            if reverse and raw_key >= bound:
-                continue  # a backward seek may land on the bound itself
+            if reverse:
+                if raw_key >= bound:
+                    continue
+                if raw_key < start:
+                    return
             yield table.decode_key(raw_key[skip:]), table.decode_value(raw_value)
 
     def last(

@@ -52,7 +52,7 @@ from service.pipeline.stateless import Forward
 from service.pipeline.windowed import WindowedAggregation, window_record
 from service.serde import Json, JsonModel, Serde
 from service.settings import Settings
-from tables.schema import StateSchema
+from tables.schema import StateSchema, json_schema
 
 
 class PlanError(ConfigError):
@@ -260,7 +260,9 @@ def _join(
     compiled.topics.append(other.topic)
     if left.topic == right.topic:
         raise PlanError(f"agent {name}: a join needs two different topics")
-    watermark = _join_watermark(name, head, other, left.topic, right.topic)
+    watermark: Any = None
+    if step.kind != "coprocess" or head.watermark or other.watermark:
+        watermark = _join_watermark(name, head, other, left.topic, right.topic)
     revive = (_reviver(_element_type(head, pre)), _reviver(_element_type(other, other.steps)))
     key_field = _key_field(head, pre)
     if step.kind in ("window", "cogroup"):
@@ -591,7 +593,10 @@ def _schemas(
 ) -> dict[str, StateSchema] | None:
     if not states:
         return None
-    schemas = {d.name: StateSchema(d.version) for d in states}
+    schemas = {
+        d.name: StateSchema(d.version) if not d.migrate else json_schema(d.version, d.migrate)
+        for d in states
+    }
     if broadcast:
         schemas["broadcast.*"] = StateSchema()
     return schemas

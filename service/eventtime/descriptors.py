@@ -14,7 +14,7 @@ them on the agent (``states=[...]``) so savepoints and queries know them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -42,8 +42,10 @@ class StateDescriptor(Generic[T]):
     Attributes:
         queryable: serve it over REST (``GET /agents/<agent>/state/<name>/<key>``).
         version: the stored format's version (raise it when the type changes in a
-            way old values cannot be read as; see ``migrate`` and docs/savepoints.md).
-        migrate: turns a value stored at an older version into the current one.
+            way old values cannot be read as; see docs/savepoints.md).
+        migrate: ``{v: step}``: each step turns a version-``v`` value (as JSON)
+            into a version ``v + 1`` value; a savepoint written at an older
+            version is migrated step by step when it is resumed.
     """
 
     name: str
@@ -51,7 +53,7 @@ class StateDescriptor(Generic[T]):
     ttl: Ttl | None = None
     queryable: bool = False
     version: int = 1
-    migrate: Callable[[int, Any], Any] | None = None
+    migrate: Mapping[int, Callable[[Any], Any]] | None = None
     kind: Kind = field(default="value", init=False)
 
     def __post_init__(self) -> None:

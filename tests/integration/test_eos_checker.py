@@ -8,7 +8,6 @@ import httpx
 import orjson
 import pytest
 
-from agents.eos_checker import topics
 from service.settings import Settings
 from service.worker import Worker
 from tests.support.kafka import produce, read_all, unique_settings, wait_until
@@ -18,11 +17,11 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return unique_settings(tmp_path, pipelines=("eos_checker",))
+    return unique_settings(tmp_path, agents=("eos_checker",))
 
 
 async def test_echo_agg_and_alerts_follow_the_input(settings: Settings, worker: Worker) -> None:
-    names = topics(settings)
+    names = {n: settings.topic(f"eos-checker-{n}") for n in ("input", "echo", "agg", "alerts")}
     rows = []
     for key in ("k1", "k2"):
         for seq, amount in enumerate([5, -3, 7]):
@@ -45,10 +44,10 @@ async def test_echo_agg_and_alerts_follow_the_input(settings: Settings, worker: 
         orjson.loads(r.value) for r in await read_all(settings, names["alerts"], min_records=1)
     ]
     assert alerts == [{"key": "k1", "seq": 7, "last_seq": 2}]
-    dead = await read_all(settings, settings.dead_letter_topic, min_records=1)
+    dead = await read_all(settings, settings.dead_letters, min_records=1)
     assert [r.value for r in dead] == [b"not json"]
 
-    url = f"http://127.0.0.1:{worker.api_port}/pipelines/eos_checker/state/agg/keys/k2"
+    url = f"http://127.0.0.1:{worker.api_port}/agents/eos_checker/state/agg/k2"
 
     async def committed() -> bool:
         async with httpx.AsyncClient() as client:

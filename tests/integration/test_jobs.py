@@ -25,7 +25,13 @@ from service.settings import Settings
 from service.snapshot.cli import request_snapshot
 from service.topics import TopicSpec, ensure_topics
 from service.worker import Worker
-from tests.support.kafka import produce, unique_settings, wait_until
+from tests.support.kafka import (
+    produce,
+    readings_topic,
+    sensor_settings,
+    unique_settings,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +56,7 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[tuple[Settings, Worker]]:
     settings = make_settings(tmp_path)
-    await ensure_topics(settings, [TopicSpec(settings.readings_topic, PARTITIONS)])
+    await ensure_topics(settings, [TopicSpec(readings_topic(settings), PARTITIONS)])
     worker = Worker(settings)
     await worker.start()
     try:
@@ -69,7 +75,7 @@ async def produce_readings(settings: Settings, steps: int) -> dict[int, int]:
     ]
     await produce(
         settings,
-        settings.readings_topic,
+        readings_topic(settings),
         [(r["sensor_id"].encode(), orjson.dumps(r)) for r in rows],
     )
     newest: dict[int, int] = {}
@@ -129,7 +135,7 @@ async def test_jobs_and_status_show_every_partition_caught_up(
     async def caught_up() -> bool:
         rows = rows_of(await get_jobs(worker.api_port))
         return sum(
-            r["committed_offsets"].get(settings.readings_topic, 0) for r in rows.values()
+            r["committed_offsets"].get(readings_topic(settings), 0) for r in rows.values()
         ) == produced and all(r["lag"] == 0 and r["latency_ms"] is not None for r in rows.values())
 
     await wait_until(caught_up, timeout_s=60)
@@ -147,11 +153,11 @@ async def test_jobs_and_status_show_every_partition_caught_up(
         assert row["state"] == "running"
         assert row["owner"] == {"worker_id": settings.worker_id, "endpoint": worker.endpoint}
         assert (
-            row["end_offsets"][settings.readings_topic]
-            == row["committed_offsets"][settings.readings_topic]
+            row["end_offsets"][readings_topic(settings)]
+            == row["committed_offsets"][readings_topic(settings)]
         )
         # The watermark of bounded out-of-orderness: newest timestamp - bound - 1.
-        assert row["watermark_ms"] == newest[partition] - settings.watermark_bound_ms - 1
+        assert row["watermark_ms"] == newest[partition] - sensor_settings().watermark_bound_ms - 1
         assert started_ms <= row["last_commit_ms"] <= int(time.time() * 1000)
         assert 0 <= row["latency_ms"] < 30_000
         assert row["records_in"] > 0
@@ -166,7 +172,7 @@ async def test_jobs_and_status_show_every_partition_caught_up(
         for sample in family.samples
         if sample.name == "eddy_latency_marker_seconds_count"
         and sample.labels["pipeline"] == PIPELINE
-        and sample.labels["source"] == settings.readings_topic
+        and sample.labels["source"] == readings_topic(settings)
     }
     assert sorted(counts) == [str(p) for p in range(PARTITIONS)], metrics[:2_000]
     assert all(count > 0 for count in counts.values())
@@ -202,7 +208,7 @@ async def test_one_worker_answers_for_both_and_a_silent_peer_is_unreachable(
     settings_b = settings.model_copy(
         update={"state_dir": tmp_path / "state-b", "worker_id": f"{settings.worker_id}-b"}
     )
-    await ensure_topics(settings, [TopicSpec(settings.readings_topic, PARTITIONS)])
+    await ensure_topics(settings, [TopicSpec(readings_topic(settings), PARTITIONS)])
     a, b = Worker(settings), Worker(settings_b)
     await a.start()
     await b.start()

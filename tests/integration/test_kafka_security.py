@@ -106,7 +106,9 @@ async def test_a_worker_and_the_simulator_run_over_sasl_ssl(
         )
         assert result.returncode == 0, result.stdout + result.stderr
         # The worker's transactions committed results the secure consumer can read.
-        averages = await read_all(settings, settings.averages_topic, min_records=1, timeout_s=60)
+        averages = await read_all(
+            settings, settings.topic("sensor-averages"), min_records=1, timeout_s=60
+        )
         assert averages, worker.log()
         status = worker.status()["pipelines"]["sensor_averages"]
         assert status["records_in"] >= 600

@@ -10,35 +10,47 @@ import orjson
 import pytest
 
 from agents.records import SensorReading
-from service.pipeline.keyed import Input, KeyedProcess
+from agents.topics import READINGS
+from service import App, Context, Topic, ValueState
 from service.settings import Settings
 from service.worker import Worker
-from tests.support.kafka import HOUR_AGO_MS, produce, read_all, unique_settings, wait_until
+from tests.support.kafka import (
+    HOUR_AGO_MS,
+    produce,
+    read_all,
+    readings_topic,
+    unique_settings,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
 POISON_TEMPERATURE = 666.0
 
 
-class RunningCount:
+COUNT = ValueState("count", int)
+
+
+def running_count(reading: SensorReading, ctx: Context) -> None:
     """Counts readings per sensor; a reading at 666 F crashes it (a bug in user code)."""
-
-    def process_element(self, reading: dict[str, Any], ctx: Any) -> None:
-        if reading["temperature"] == POISON_TEMPERATURE:
-            raise ZeroDivisionError("the bug this test plants")
-        count = ctx.state.value("count")
-        total = (count.get() or 0) + 1
-        count.set(total)
-        ctx.output({"sensor_id": ctx.key, "count": total, "seq": reading["timestamp_ms"]})
+    if reading.temperature == POISON_TEMPERATURE:
+        raise ZeroDivisionError("the bug this test plants")
+    count = ctx.state(COUNT)
+    total = (count.get() or 0) + 1
+    count.set(total)
+    ctx.output({"sensor_id": ctx.key, "count": total, "seq": reading.timestamp_ms})
 
 
-def pipeline(settings: Settings) -> KeyedProcess:
-    return KeyedProcess(
-        name="counting",
-        inputs=[Input(settings.readings_topic, SensorReading, key=lambda r: r.sensor_id)],
-        function=RunningCount(),
-        outputs={"main": settings.averages_topic},
+def counting_app() -> App:
+    app = App("poison")
+    app.stream(READINGS, name="counting").process(running_count, states=[COUNT]).to(
+        Topic("sensor-averages")
     )
+    return app
+
+
+def pipeline(settings: Settings) -> Any:
+    return counting_app().build(settings)
 
 
 def restarts(worker: Worker) -> float:
@@ -51,8 +63,10 @@ def restarts(worker: Worker) -> float:
 
 
 async def test_a_poison_record_is_dead_lettered_after_its_attempts(tmp_path: Any) -> None:
-    settings = unique_settings(tmp_path, restart_delay_ms=200, max_record_attempts=3)
-    worker = Worker(settings, [pipeline(settings)])
+    settings = unique_settings(
+        tmp_path, restart_delay_ms=200, max_record_attempts=3, agents=("counting",)
+    )
+    worker = Worker(settings, pipeline(settings))
     await worker.start()
     try:
         readings = [
@@ -62,11 +76,11 @@ async def test_a_poison_record_is_dead_lettered_after_its_attempts(tmp_path: Any
         readings[25]["temperature"] = POISON_TEMPERATURE
         await produce(
             settings,
-            settings.readings_topic,
+            readings_topic(settings),
             [(b"s1", orjson.dumps(r)) for r in readings],
         )
-        dead = await read_all(settings, settings.dead_letter_topic, min_records=1)
-        outputs = await read_all(settings, settings.averages_topic, min_records=39)
+        dead = await read_all(settings, settings.dead_letters, min_records=1)
+        outputs = await read_all(settings, settings.topic("sensor-averages"), min_records=39)
         await wait_until(lambda: restarts(worker) >= 3)
     finally:
         await worker.stop()

@@ -13,9 +13,10 @@ import asyncpg
 import orjson
 import pytest
 
-from agents.postgres_sink import TABLES, WindowAverage, sensor_sink
-from service.pipeline.pgmigrate import SENSOR_SINK, migrate, quote
+from agents.postgres_sink import SENSOR_SINK, TABLES, WINDOW_AVERAGES, WindowAverage, upsert_to
+from service.pipeline.pgmigrate import migrate, quote
 from service.pipeline.pgsink import PostgresSink, SinkLogic
+from service.pipeline.source import Source
 from tests.support.fakes import CollectingOutput, FakeRecord
 from tests.support.postgres import fresh_schema, postgres_dsn, rows_of  # noqa: F401
 
@@ -28,7 +29,8 @@ def kafka_broker() -> None:
 
 
 def sink(dsn: str, schema: str, max_batch_rows: int = 5_000) -> PostgresSink:
-    return sensor_sink(dsn, schema, max_batch_rows=max_batch_rows)
+    target = upsert_to(dsn, schema, max_batch_rows=max_batch_rows)
+    return PostgresSink("postgres_sink", Source("averages", WINDOW_AVERAGES.codec), target)
 
 
 def results(seed: int) -> list[WindowAverage]:
@@ -92,8 +94,8 @@ async def test_migrations_apply_once_when_workers_start_together(
     schema = fresh_schema()
     connections = [await asyncpg.connect(postgres_dsn) for _ in range(5)]
     try:
-        applied = await asyncio.gather(*(migrate(c, schema) for c in connections))
-        again = await migrate(connections[0], schema)
+        applied = await asyncio.gather(*(migrate(c, schema, SENSOR_SINK) for c in connections))
+        again = await migrate(connections[0], schema, SENSOR_SINK)
         versions = await connections[0].fetch(
             f"SELECT version, name FROM {quote(schema)}.eddy_schema_migrations ORDER BY version"
         )

@@ -1,4 +1,6 @@
-"""Process-function pipelines on the real broker: two inputs, broadcast state, timers."""
+"""Process functions on the real broker, written with the public API: two inputs
+(a co-process function), broadcast state, timers, and inputs re-keyed when their
+partition counts differ."""
 
 from __future__ import annotations
 
@@ -13,8 +15,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from agents.records import SensorReading
-from agents.sensor_functions import ReadingFilter, UpdatableTemperatureAlert
-from service.pipeline.keyed import Input, KeyedProcess
+from service import App, BroadcastContext, Context, Topic, ValueState
 from service.settings import Settings
 from service.topics import TopicSpec, ensure_topics
 from service.worker import Worker
@@ -33,6 +34,58 @@ class Switch(BaseModel):
     duration_ms: int
 
 
+LAST_TEMP = ValueState("last_temp", float)
+FORWARDING = ValueState("forwarding", bool)
+TIMER = ValueState("timer", int)
+
+
+class UpdatableTemperatureAlert:
+    """Thresholds per sensor arrive on a broadcast topic (``0.0`` removes one); only
+    sensors with a threshold alert on a change larger than it."""
+
+    def process_broadcast_element(self, update: ThresholdUpdate, ctx: BroadcastContext) -> None:
+        thresholds = ctx.broadcast_state("thresholds")
+        if update.threshold != 0.0:
+            thresholds[update.sensor_id] = update.threshold
+        else:
+            thresholds.pop(update.sensor_id, None)
+        ctx.save_broadcast("thresholds", thresholds)
+
+    def process_element(self, reading: SensorReading, ctx: Context) -> None:
+        threshold = ctx.broadcast("thresholds").get(reading.sensor_id)
+        last_temp = ctx.state(LAST_TEMP)
+        previous = last_temp.get()
+        if threshold is not None and previous is not None:
+            diff = abs(reading.temperature - previous)
+            if diff > threshold:
+                ctx.output({"sensor_id": reading.sensor_id, "diff": diff})
+        last_temp.set(reading.temperature)
+
+
+class ReadingFilter:
+    """Readings connected with switches: a switch forwards its sensor's readings
+    until a processing-time timer turns it off."""
+
+    def process_element1(self, reading: SensorReading, ctx: Context) -> None:
+        if ctx.state(FORWARDING).get():
+            ctx.output(reading)
+
+    def process_element2(self, switch: Switch, ctx: Context) -> None:
+        ctx.state(FORWARDING).set(True)
+        timer = ctx.state(TIMER)
+        until = ctx.processing_time_ms + switch.duration_ms
+        current = timer.get()
+        if current is None or until > current:
+            if current is not None:
+                ctx.timer_service.delete_processing_time_timer(current)
+            ctx.timer_service.register_processing_time_timer(until)
+            timer.set(until)
+
+    def on_timer(self, timestamp_ms: int, ctx: Context) -> None:
+        ctx.state(FORWARDING).clear()
+        ctx.state(TIMER).clear()
+
+
 def encode(model: BaseModel) -> tuple[bytes, bytes]:
     data = model.model_dump()
     return str(data["sensor_id"]).encode(), orjson.dumps(data)
@@ -44,26 +97,37 @@ def names() -> dict[str, str]:
     return {n: f"{n}-{tag}" for n in ("readings", "control", "switches", "alerts")}
 
 
-async def start(settings: Settings, pipeline: KeyedProcess) -> Worker:
-    worker = Worker(settings, [pipeline])
+async def start(settings: Settings, app: App) -> Worker:
+    worker = Worker(settings, app)
     await worker.start()
     return worker
+
+
+def filter_app(names: dict[str, str], agent: str) -> App:
+    app = App("filters")
+    readings = app.stream(Topic(names["readings"], SensorReading, key="sensor_id"), name=agent)
+    switches = app.stream(Topic(names["switches"], Switch, key="sensor_id"))
+    states = [FORWARDING, TIMER]
+    readings.connect(switches).process(ReadingFilter(), states=states).to(Topic(names["alerts"]))
+    return app
 
 
 @pytest.fixture
 async def threshold_worker(
     tmp_path: Path, names: dict[str, str]
 ) -> AsyncIterator[tuple[Settings, Worker]]:
-    settings = unique_settings(tmp_path)
-    pipeline = KeyedProcess(
-        name="thresholds",
-        inputs=[Input(names["readings"], SensorReading, key=lambda r: r.sensor_id)],
-        function=UpdatableTemperatureAlert(),
-        outputs={"main": names["alerts"]},
-        broadcast=Input(names["control"], ThresholdUpdate, key=lambda u: u.sensor_id),
+    settings = unique_settings(tmp_path, topic_prefix="", agents=None)
+    app = App("thresholds")
+    readings = Topic(names["readings"], SensorReading, key="sensor_id")
+    control = Topic(names["control"], ThresholdUpdate, partitions=1)
+    (
+        app.stream(readings, name="thresholds")
+        .connect(app.broadcast(control))
+        .process(UpdatableTemperatureAlert(), states=[LAST_TEMP])
+        .to(Topic(names["alerts"]))
     )
     await ensure_topics(settings, [TopicSpec(names["control"], 1), TopicSpec(names["readings"], 6)])
-    worker = await start(settings, pipeline)
+    worker = await start(settings, app)
     try:
         yield settings, worker
     finally:
@@ -97,23 +161,12 @@ async def test_thresholds_set_through_the_control_topic_reach_every_task(
 async def test_a_co_process_function_joins_two_co_partitioned_inputs(
     tmp_path: Path, names: dict[str, str]
 ) -> None:
-    settings = unique_settings(tmp_path)
-    pipeline = KeyedProcess(
-        name="filter",
-        inputs=[
-            Input(names["readings"], SensorReading, key=lambda r: r.sensor_id),
-            Input(names["switches"], Switch, key=lambda s: s.sensor_id),
-        ],
-        function=ReadingFilter(),
-        outputs={"main": names["alerts"]},
-    )
-    worker = await start(settings, pipeline)
+    settings = unique_settings(tmp_path, topic_prefix="", agents=None)
+    worker = await start(settings, filter_app(names, "filter"))
     try:
         await produce(
             settings, names["switches"], [encode(Switch(sensor_id="sensor_2", duration_ms=60_000))]
         )
-        import asyncio
-
         await asyncio.sleep(1.5)  # the switch is applied before the readings arrive
         readings = [
             SensorReading(sensor_id=s, timestamp_ms=HOUR_AGO_MS + i, temperature=float(i))
@@ -134,21 +187,12 @@ async def test_a_co_process_function_joins_two_co_partitioned_inputs(
 async def test_inputs_with_different_partition_counts_are_re_keyed_not_joined_wrongly(
     tmp_path: Path, names: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings = unique_settings(tmp_path)
+    settings = unique_settings(tmp_path, topic_prefix="", agents=None)
     await ensure_topics(
         settings, [TopicSpec(names["readings"], 6), TopicSpec(names["switches"], 2)]
     )
-    pipeline = KeyedProcess(
-        name="filter2",
-        inputs=[
-            Input(names["readings"], SensorReading, key=lambda r: r.sensor_id),
-            Input(names["switches"], Switch, key=lambda s: s.sensor_id),
-        ],
-        function=ReadingFilter(),
-        outputs={"main": names["alerts"]},
-    )
     with caplog.at_level("WARNING", logger="service.pipeline.copartition"):
-        worker = await start(settings, pipeline)
+        worker = await start(settings, filter_app(names, "filter2"))
     try:
         assert any("not co-partitioned" in r.message for r in caplog.records)
         sensors = [f"sensor_{i}" for i in range(8)]  # the switches' 2 partitions vs 6

@@ -1,4 +1,4 @@
-"""The reference pipelines on the real broker: a fixed input, the read_committed
+"""The reference agents on the real broker: a fixed input, the read_committed
 output compared with a result computed independently here (not by Eddy's core)."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import httpx
 import orjson
 import pytest
 
-from agents import builder
+import agents
 from service.settings import Settings
 from service.topics import TopicSpec, ensure_topics
 from service.worker import Worker
-from tests.support.kafka import produce, read_all, unique_settings
+from tests.support.kafka import produce, read_all, readings_topic, unique_settings
 
 pytestmark = pytest.mark.integration
 
+TOLERANCE_KMH = 5.0  # vehicle_speed's default (EDDY_SPEED_TOLERANCE_KMH)
 # An hour ago, on the hour (outputs carry event time as their Kafka timestamp).
 BASE = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
 
@@ -40,9 +41,9 @@ async def started(tmp_path: Path) -> AsyncIterator[Any]:
     workers: list[Worker] = []
 
     async def start(*names: str) -> tuple[Settings, Worker]:
-        settings = unique_settings(tmp_path / names[0], pipelines=names)
-        await ensure_topics(settings, [TopicSpec(settings.readings_topic, 6)])
-        worker = Worker(settings, [builder(n)(settings) for n in names])
+        settings = unique_settings(tmp_path / names[0], agents=names)
+        await ensure_topics(settings, [TopicSpec(readings_topic(settings), 6)])
+        worker = Worker(settings, agents.app.build(settings))
         await worker.start()
         workers.append(worker)
         return settings, worker
@@ -64,7 +65,7 @@ async def test_sensor_minmax_emits_min_max_and_window_end(started: Any) -> None:
         for i, s in enumerate("abc")
     ]
     closing = [reading(s, 60_000, 0.0) for s in "abc"]
-    await produce(settings, settings.readings_topic, json_records("sensor_id", rows + closing))
+    await produce(settings, readings_topic(settings), json_records("sensor_id", rows + closing))
     expected: dict[tuple[str, int], list[float]] = defaultdict(list)
     for r in rows:
         start = (r["timestamp_ms"] - BASE) // 5_000 * 5_000 + BASE
@@ -82,7 +83,7 @@ async def test_sensor_counts_fire_first_then_update_within_five_seconds(started:
     # watermark reaches 14_999 (a reading at >= 16_000).
     arrivals = [1_000, 5_000, 9_000, 11_000, 2_000, 12_000, 3_000, 16_500, 4_000, 30_000]
     rows = [reading("s1", t, 1.0) for t in arrivals]
-    await produce(settings, settings.readings_topic, json_records("sensor_id", rows))
+    await produce(settings, readings_topic(settings), json_records("sensor_id", rows))
 
     # Independent expectation: walk the arrivals with the rule written out.
     emitted, late, watermark, state = [], [], -(2**63), {}
@@ -129,7 +130,7 @@ async def test_sensor_alerts_freezing_threshold_and_rising(started: Any) -> None
         reading("s4", 100, 41.0),
         reading("s4", 200, 42.0),  # rising
     ]
-    await produce(settings, settings.readings_topic, json_records("sensor_id", rows))
+    await produce(settings, readings_topic(settings), json_records("sensor_id", rows))
     # Every sensor whose last two readings rose alerts once its timer (1 s of
     # processing time) fires; s2 had its threshold removed (0.0) before its jump.
     got = await outputs(settings, "sensor-alerts", 5)
@@ -147,7 +148,7 @@ async def test_sensor_alerts_freezing_threshold_and_rising(started: Any) -> None
         if response.status_code == 200:
             break
         await asyncio.sleep(0.2)
-    assert [a["kind"] for a in response.json()["state"]] == ["freezing"]
+    assert [a["kind"] for a in response.json()["value"]] == ["freezing"]
 
 
 async def test_vehicle_speed_checks_join_each_second_of_both_streams(started: Any) -> None:
@@ -188,7 +189,7 @@ async def test_vehicle_speed_checks_join_each_second_of_both_streams(started: An
         second = r["timestamp_ms"] // 1_000 * 1_000
         if (r["vehicle_id"], second) in obd_seconds:
             diff = 12.0 if r["vehicle_id"] == "v2" else 0.0  # the app's offset
-            expected[(r["vehicle_id"], second)] = (diff, abs(diff) <= settings.speed_tolerance_kmh)
+            expected[(r["vehicle_id"], second)] = (diff, abs(diff) <= TOLERANCE_KMH)
     got = await outputs(settings, "vehicle-speed-checks", len(expected))
     assert {
         (o["vehicle_id"], o["second_ms"]): (o["diff_kmh"], o["within_tolerance"]) for o in got
@@ -204,7 +205,7 @@ async def test_vehicle_speed_checks_join_each_second_of_both_streams(started: An
 
 
 async def test_hashtags_are_repartitioned_and_counted_per_minute(started: Any) -> None:
-    settings, worker = await started("hashtags", "hashtag_counts")
+    settings, worker = await started("hashtag_counts")
     texts = ["#Kafka and #flink", "#kafka #kafka again", "just words", "#Python #kafka", "#flink"]
     tweets = [
         {
@@ -235,9 +236,10 @@ async def test_hashtags_are_repartitioned_and_counted_per_minute(started: Any) -
     assert kafka_totals[-1] == sum(c for (tag, _), c in counts.items() if tag == "kafka")
     url = f"http://127.0.0.1:{worker.api_port}/hashtags/top"
     async with httpx.AsyncClient() as client:
-        top = (await client.get(url, params={"window_start_ms": BASE, "n": 2})).json()
+        params = {"window_start_ms": BASE, "order_by": "count", "limit": 2}
+        top = (await client.get(url, params=params)).json()
     minute0 = sorted(((c, tag) for (tag, w), c in counts.items() if w == BASE), reverse=True)
-    assert [r["hashtag"] for r in top["top"]] == [tag for _, tag in minute0[:2]]
+    assert [r["hashtag"] for r in top["results"]] == [tag for _, tag in minute0[:2]]
 
 
 async def test_team_powerups_count_late_bursts_within_the_lateness(started: Any) -> None:

@@ -16,7 +16,7 @@ import pytest
 from service.queries import partition_for
 from service.settings import Settings
 from service.worker import Worker
-from tests.support.kafka import produce, read_all, wait_until
+from tests.support.kafka import produce, read_all, readings_topic, sensor_settings, wait_until
 from tests.support.oracle import expected_windows
 
 pytestmark = pytest.mark.integration
@@ -76,17 +76,17 @@ async def top_hashtags_cover_both_workers(settings: Settings, a: Worker) -> None
     await read_all(settings, settings.topic("hashtag-counts"), min_records=len(counts))
     async with httpx.AsyncClient(timeout=10) as client:
         url = f"http://127.0.0.1:{a.api_port}/hashtags/top"
-        top = (await client.get(url, params={"window_start_ms": BASE_MS, "n": 5})).json()
-    assert [(r["hashtag"], r["count"]) for r in top["top"]] == want
+        params = {"window_start_ms": BASE_MS, "order_by": "count", "limit": 5}
+        top = (await client.get(url, params=params)).json()
+    ranked = sorted(top["results"], key=lambda r: (-r["count"], r["hashtag"]))
+    assert [(r["hashtag"], r["count"]) for r in ranked] == want
     assert top["partitions"] == list(range(settings.partitions))
 
 
 async def test_a_key_owned_by_another_worker_is_forwarded_and_restarts_give_503(
     settings: Settings, tmp_path: Path
 ) -> None:
-    settings = settings.model_copy(
-        update={"pipelines": ("sensor_averages", "hashtags", "hashtag_counts")}
-    )
+    settings = settings.model_copy(update={"agents": ("sensor_averages", "hashtag_counts")})
     settings_b = settings.model_copy(
         update={"state_dir": tmp_path / "state-b", "worker_id": f"{settings.worker_id}-b"}
     )
@@ -102,14 +102,16 @@ async def test_a_key_owned_by_another_worker_is_forwarded_and_restarts_give_503(
             for i, sensor in enumerate(SENSORS)
         ]
         closing = [(s, BASE_MS + 600_000, 50.0) for s in SENSORS]
-        await produce(settings, settings.readings_topic, [reading(*r) for r in data + closing])
+        await produce(settings, readings_topic(settings), [reading(*r) for r in data + closing])
         expected = expected_windows(
             data + closing,
-            size_ms=settings.window_size_ms,
-            bound_ms=settings.watermark_bound_ms,
+            size_ms=sensor_settings().window_size_ms,
+            bound_ms=sensor_settings().watermark_bound_ms,
             partitions=settings.partitions,
         )
-        await read_all(settings, settings.averages_topic, min_records=len(expected.windows))
+        await read_all(
+            settings, settings.topic("sensor-averages"), min_records=len(expected.windows)
+        )
 
         await top_hashtags_cover_both_workers(settings, a)
 

@@ -5,7 +5,7 @@ migration; the resumed pipeline goes on from the migrated values."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,58 +14,54 @@ import orjson
 import pytest
 
 from agents.eos_checker import CheckerRecord
-from service.eventtime.process import Context
-from service.pipeline.keyed import Input, KeyedProcess
+from service import App, Context, StateDescriptor, Topic, ValueState
 from service.savepoint import catalog
 from service.savepoint.plan import SavepointIncompatibleError
 from service.savepoint.restore import restore
 from service.settings import Settings
 from service.topics import TopicSpec, ensure_topics
 from service.worker import Worker
-from tables.schema import StateSchema, json_schema
 from tests.support.kafka import produce, read_all, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 KEYS = 6
 
 
-class CountV1:
+COUNT_V1 = ValueState("count", int)
+LAST = ValueState("last", int)
+
+
+def count_v1(value: CheckerRecord, ctx: Context) -> None:
     """Counts records per key as a bare number, and keeps the last amount."""
-
-    def process_element(self, value: dict[str, Any], ctx: Context) -> None:
-        count = ctx.state.value("count")
-        count.set((count.get() or 0) + 1)
-        ctx.state.value("last").set(value["amount"])
-        ctx.output({"key": ctx.key, "seq": value["seq"], "count": count.get()})
+    count = ctx.state(COUNT_V1)
+    count.set((count.get() or 0) + 1)
+    ctx.state(LAST).set(value.amount)
+    ctx.output({"key": ctx.key, "seq": value.seq, "count": count.get()})
 
 
-class CountV2:
-    """Counts in ``{"n": ...}`` (schema v2), no longer keeps ``last``, and adds
+COUNT_V2 = ValueState("count", dict[str, int], version=2, migrate={1: lambda n: {"n": n}})
+SINCE = ValueState("seen_since_upgrade", int)
+
+
+def count_v2(value: CheckerRecord, ctx: Context) -> None:
+    """Counts in ``{"n": ...}`` (version 2), no longer keeps ``last``, and adds
     ``seen_since_upgrade``, which starts empty."""
-
-    def process_element(self, value: dict[str, Any], ctx: Context) -> None:
-        count = ctx.state.value("count")
-        n = (count.get() or {"n": 0})["n"] + 1
-        count.set({"n": n})
-        since = ctx.state.value("seen_since_upgrade")
-        since.set((since.get() or 0) + 1)
-        ctx.output({"key": ctx.key, "seq": value["seq"], "count": n, "since": since.get()})
+    count = ctx.state(COUNT_V2)
+    n = (count.get() or {"n": 0})["n"] + 1
+    count.set({"n": n})
+    since = ctx.state(SINCE)
+    since.set((since.get() or 0) + 1)
+    ctx.output({"key": ctx.key, "seq": value.seq, "count": n, "since": since.get()})
 
 
-V2_STATES: Mapping[str, StateSchema] = {
-    "count": json_schema(2, {1: lambda n: {"n": n}}),
-    "seen_since_upgrade": StateSchema(),
-}
-
-
-def pipeline(settings: Settings, function: Any, states: Mapping[str, StateSchema]) -> KeyedProcess:
-    return KeyedProcess(
-        name="evolving",
-        inputs=[Input(_input(settings), CheckerRecord, key=lambda r: r.key)],
-        function=function,
-        outputs={"main": settings.topic("evolving-out")},
-        states=states,
-    )
+def pipeline(
+    settings: Settings, function: Any, states: Sequence[StateDescriptor[Any]]
+) -> list[Any]:
+    """The ``evolving`` agent, as a worker of this version of the code runs it."""
+    app = App("evolving")
+    source = Topic("evolving-in", CheckerRecord, key="key")
+    app.stream(source, name="evolving").process(function, states=states).to(Topic("evolving-out"))
+    return app.build(settings, ["evolving"]).stages
 
 
 def _input(settings: Settings) -> str:
@@ -91,12 +87,12 @@ async def _run_until(worker: Worker, records: int) -> None:
 
 
 async def test_savepoints_over_rest_and_state_evolution_on_resume(tmp_path: Path) -> None:
-    settings = unique_settings(tmp_path)
+    settings = unique_settings(tmp_path, agents=None)
     await ensure_topics(settings, [TopicSpec(_input(settings), 2)])
     await produce(settings, _input(settings), rows(range(5)))
 
-    v1 = pipeline(settings, CountV1(), {"count": StateSchema(), "last": StateSchema()})
-    worker = Worker(settings, [v1])
+    v1 = pipeline(settings, count_v1, [COUNT_V1, LAST])
+    worker = Worker(settings, v1)
     try:
         await _run_until(worker, 5 * KEYS)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.api_port}") as client:
@@ -123,22 +119,21 @@ async def test_savepoints_over_rest_and_state_evolution_on_resume(tmp_path: Path
         await worker.stop()
 
     root, manifest = catalog.locate(settings, savepoint_id)
-    v2 = pipeline(settings, CountV2(), V2_STATES)
+    v2 = pipeline(settings, count_v2, [COUNT_V2, SINCE])
     with pytest.raises(SavepointIncompatibleError, match=r"evolving/state\.last"):
-        await restore(settings, [v2], root, manifest)
-    v2_without_migration = pipeline(settings, CountV2(), {"count": StateSchema(version=2)})
+        await restore(settings, v2, root, manifest)
+    no_migration = ValueState("count", dict[str, int], version=2)
+    v2_without_migration = pipeline(settings, count_v2, [no_migration, SINCE])
     with pytest.raises(SavepointIncompatibleError, match="no migration from 1"):
-        await restore(
-            settings, [v2_without_migration], root, manifest, allow_non_restored_state=True
-        )
+        await restore(settings, v2_without_migration, root, manifest, allow_non_restored_state=True)
 
-    report = await restore(settings, [v2], root, manifest, allow_non_restored_state=True)
+    report = await restore(settings, v2, root, manifest, allow_non_restored_state=True)
     assert report.dropped == ["evolving/state.last"]
     (restored,) = report.pipelines
     assert restored.migrated == KEYS
 
     await produce(settings, _input(settings), rows(range(5, 8)))
-    resumed = Worker(settings, [v2])
+    resumed = Worker(settings, v2)
     try:
         await _run_until(resumed, 3 * KEYS)
         out = await read_all(settings, settings.topic("evolving-out"), min_records=8 * KEYS)

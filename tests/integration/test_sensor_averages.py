@@ -10,7 +10,7 @@ import pytest
 
 from service.settings import Settings
 from service.worker import Worker
-from tests.support.kafka import produce, read_all, wait_until
+from tests.support.kafka import produce, read_all, readings_topic, sensor_settings, wait_until
 from tests.support.oracle import expected_windows
 
 pytestmark = pytest.mark.integration
@@ -43,20 +43,22 @@ async def test_windows_match_an_offline_recomputation(settings: Settings, worker
         for i, sensor in enumerate(SENSORS)
         if rng.random() < 0.8
     ]
-    readings = shuffled_within(in_order, settings.watermark_bound_ms, seed=7)
+    readings = shuffled_within(in_order, sensor_settings().watermark_bound_ms, seed=7)
     # One last reading per sensor, far ahead, pushes every partition's watermark
     # past the data's windows so all of them close.
     closing = [(s, BASE_MS + 3_600_000, 50.0) for s in SENSORS]
-    await produce(settings, settings.readings_topic, [reading(*r) for r in readings + closing])
+    await produce(settings, readings_topic(settings), [reading(*r) for r in readings + closing])
 
     expected = expected_windows(
         readings + closing,
-        size_ms=settings.window_size_ms,
-        bound_ms=settings.watermark_bound_ms,
+        size_ms=sensor_settings().window_size_ms,
+        bound_ms=sensor_settings().watermark_bound_ms,
         partitions=settings.partitions,
     )
     assert expected.late == []
-    records = await read_all(settings, settings.averages_topic, min_records=len(expected.windows))
+    records = await read_all(
+        settings, settings.topic("sensor-averages"), min_records=len(expected.windows)
+    )
     results = [orjson.loads(r.value) for r in records]
     got = {(r["sensor_id"], r["window_start_ms"]): r for r in results}
 
@@ -70,9 +72,11 @@ async def test_windows_match_an_offline_recomputation(settings: Settings, worker
             want["max"],
         )
         assert result["avg"] == pytest.approx(want["avg"], rel=1e-12)
-        assert result["window_end_ms"] - result["window_start_ms"] == settings.window_size_ms
+        assert (
+            result["window_end_ms"] - result["window_start_ms"] == sensor_settings().window_size_ms
+        )
     assert sum(r["count"] for r in results) == len(readings)
-    assert await read_all(settings, settings.late_topic, quiet_s=0.5) == []
+    assert await read_all(settings, settings.topic("late-readings"), quiet_s=0.5) == []
 
 
 async def test_late_readings_go_to_their_topic_and_are_counted(
@@ -80,12 +84,12 @@ async def test_late_readings_go_to_their_topic_and_are_counted(
 ) -> None:
     on_time = [reading("sensor_1", BASE_MS + i * 100, 60.0) for i in range(100)]  # 0..9.9 s
     too_late = reading("sensor_1", BASE_MS + 1_000, 99.0)  # window [0, 5 s) closed long ago
-    await produce(settings, settings.readings_topic, [*on_time, too_late])
+    await produce(settings, readings_topic(settings), [*on_time, too_late])
 
-    late = await read_all(settings, settings.late_topic, min_records=1)
+    late = await read_all(settings, settings.topic("late-readings"), min_records=1)
     assert [orjson.loads(r.value)["temperature"] for r in late] == [99.0]
     assert dict(late[0].headers)["eddy.watermark_ms"] == str(BASE_MS + 9_900 - 1_001).encode()
-    results = await read_all(settings, settings.averages_topic, min_records=1)
+    results = await read_all(settings, settings.topic("sensor-averages"), min_records=1)
     first = orjson.loads(results[0].value)
     assert (first["window_start_ms"], first["count"], first["max"]) == (BASE_MS, 50, 60.0)
     await wait_until(lambda: worker.status()["pipelines"]["sensor_averages"]["late_records"] == 1)
@@ -132,21 +136,21 @@ async def test_bad_records_go_to_dead_letters_and_good_ones_are_aggregated(
     for i, (key, value, _) in enumerate(BAD_RECORDS):
         stream += [good[i], (key, value)]
     stream += good[len(BAD_RECORDS) :]
-    await produce(settings, settings.readings_topic, stream)
+    await produce(settings, readings_topic(settings), stream)
 
-    dead = await read_all(settings, settings.dead_letter_topic, min_records=len(BAD_RECORDS))
+    dead = await read_all(settings, settings.dead_letters, min_records=len(BAD_RECORDS))
     assert len(dead) == len(BAD_RECORDS)
     by_value = {r.value: dict(r.headers) for r in dead}
     for _key, value, reason in BAD_RECORDS:
         headers = by_value[value]
         assert headers["eddy.reason"].decode().startswith(reason.split(":")[0])
         assert reason in headers["eddy.reason"].decode()
-        assert headers["eddy.source.topic"] == settings.readings_topic.encode()
+        assert headers["eddy.source.topic"] == readings_topic(settings).encode()
         assert headers["eddy.pipeline"] == b"sensor_averages"
     source_offsets = sorted(int(dict(r.headers)["eddy.source.offset"]) for r in dead)
     assert source_offsets == [2 * i + 1 for i in range(len(BAD_RECORDS))]
 
-    results = await read_all(settings, settings.averages_topic, min_records=1)
+    results = await read_all(settings, settings.topic("sensor-averages"), min_records=1)
     first = orjson.loads(results[0].value)
     assert first["count"] == 10  # every good reading of [0, 5 s) is in, no bad one
     assert first["avg"] == pytest.approx(sum(40.0 + i for i in range(10)) / 10)

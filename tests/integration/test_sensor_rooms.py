@@ -13,10 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
+import agents
 from agents.sensor_rooms import UNKNOWN_ROOM
 from service.settings import Settings
 from service.worker import Worker
-from tests.support.kafka import create_topics, produce, read_all, unique_settings
+from tests.support.kafka import create_topics, produce, read_all, readings_topic, unique_settings
 from tests.support.rooms import RoomService, readings
 from tools.simulator.rooms import room_of
 
@@ -28,13 +29,14 @@ def identity(value: bytes) -> tuple[str, int]:
     return body["sensor_id"], body["timestamp_ms"]
 
 
-async def enrich(settings: Settings, rows: list[tuple[bytes, bytes]]) -> list[Any]:
-    """Run one worker over ``rows``; the enriched records, read_committed."""
+async def enrich(settings: Settings, rows: list[tuple[bytes, bytes]], **room: Any) -> list[Any]:
+    """Run one worker over ``rows`` with sensor_rooms' settings ``room``; the
+    enriched records, read_committed."""
     await create_topics(settings)
-    worker = Worker(settings)
+    worker = Worker(settings, agents.app.build(settings, overrides={"RoomSettings": room}))
     await worker.start()
     try:
-        await produce(settings, settings.readings_topic, rows)
+        await produce(settings, readings_topic(settings), rows)
         return await read_all(
             settings, settings.topic("sensor-rooms"), min_records=len(rows), timeout_s=120
         )
@@ -57,22 +59,17 @@ def per_partition(records: list[Any]) -> dict[int, list[tuple[str, int]]]:
 
 
 async def input_order(settings: Settings) -> dict[int, list[tuple[str, int]]]:
-    return per_partition(await read_all(settings, settings.readings_topic))
+    return per_partition(await read_all(settings, readings_topic(settings)))
 
 
 @pytest.mark.parametrize("ordered", [True, False])
 async def test_each_reading_gets_its_room_in_order_or_as_lookups_finish(
     tmp_path: Path, jittery: RoomService, ordered: bool
 ) -> None:
-    settings = unique_settings(
-        tmp_path,
-        pipelines=("sensor_rooms",),
-        room_service_url=jittery.url,
-        lookup_capacity=20,
-        lookup_ordered=ordered,
-    )
+    settings = unique_settings(tmp_path, agents=("sensor_rooms",))
     rows = readings(900)
-    out = await enrich(settings, rows)
+    room = {"room_service_url": jittery.url, "lookup_capacity": 20, "lookup_ordered": ordered}
+    out = await enrich(settings, rows, **room)
 
     rooms = {identity(r.value): orjson.loads(r.value)["room"] for r in out}
     assert len(out) == len(rooms) == len(rows)  # each reading once
@@ -91,14 +88,9 @@ async def test_each_reading_gets_its_room_in_order_or_as_lookups_finish(
 async def test_a_lookup_slower_than_the_timeout_gives_unknown_room(tmp_path: Path) -> None:
     service = RoomService(tmp_path / "rooms.log", latency_ms=3_000)
     try:
-        settings = unique_settings(
-            tmp_path,
-            pipelines=("sensor_rooms",),
-            room_service_url=service.url,
-            lookup_timeout_ms=300,
-            lookup_capacity=50,
-        )
-        out = await enrich(settings, readings(60))
+        settings = unique_settings(tmp_path, agents=("sensor_rooms",))
+        room = {"room_service_url": service.url, "lookup_timeout_ms": 300, "lookup_capacity": 50}
+        out = await enrich(settings, readings(60), **room)
     finally:
         service.stop()
     assert [orjson.loads(r.value)["room"] for r in out] == [UNKNOWN_ROOM] * 60
@@ -107,14 +99,8 @@ async def test_a_lookup_slower_than_the_timeout_gives_unknown_room(tmp_path: Pat
 async def test_never_more_lookups_in_flight_than_the_capacity(tmp_path: Path) -> None:
     service = RoomService(tmp_path / "rooms.log", latency_ms=40)
     try:
-        settings = unique_settings(
-            tmp_path,
-            pipelines=("sensor_rooms",),
-            room_service_url=service.url,
-            lookup_capacity=5,
-            partitions=1,
-        )
-        out = await enrich(settings, readings(300))
+        settings = unique_settings(tmp_path, agents=("sensor_rooms",), partitions=1)
+        out = await enrich(settings, readings(300), room_service_url=service.url, lookup_capacity=5)
         stats = service.stats()
     finally:
         service.stop()
@@ -129,12 +115,10 @@ async def test_a_stopped_worker_leaves_no_lookup_session_open(
     """The runtime closes the pipeline's HTTP session when it stops; left to the
     garbage collector, asyncio logs "Unclosed client session" (an ERROR) at every
     worker exit."""
-    settings = unique_settings(
-        tmp_path, pipelines=("sensor_rooms",), room_service_url=jittery.url, partitions=1
-    )
+    settings = unique_settings(tmp_path, agents=("sensor_rooms",), partitions=1)
     gc.collect()  # other tests' garbage is not this test's concern
     with caplog.at_level(logging.ERROR, logger="asyncio"):
-        out = await enrich(settings, readings(60))
+        out = await enrich(settings, readings(60), room_service_url=jittery.url)
         gc.collect()
     assert len(out) == 60
     assert not [r.getMessage() for r in caplog.records if "Unclosed" in r.getMessage()]

@@ -11,10 +11,18 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+import agents
 from service.kafka_clients import connection_kwargs
 from service.settings import Settings
 from service.worker import Worker
-from tests.support.kafka import create_topics, produce, read_all, unique_settings, wait_until
+from tests.support.kafka import (
+    create_topics,
+    produce,
+    read_all,
+    readings_topic,
+    unique_settings,
+    wait_until,
+)
 from tests.support.rooms import RoomService, readings
 
 pytestmark = pytest.mark.integration
@@ -29,13 +37,13 @@ def slow_rooms(tmp_path: Path) -> Iterator[RoomService]:
 
 def one_lookup_at_a_time(tmp_path: Path, service: RoomService) -> Settings:
     return unique_settings(
-        tmp_path,
-        pipelines=("sensor_rooms",),
-        room_service_url=service.url,
-        lookup_capacity=1,
-        partitions=1,
-        session_timeout_ms=6_000,
+        tmp_path, agents=("sensor_rooms",), partitions=1, session_timeout_ms=6_000
     )
+
+
+def worker_of(settings: Settings, service: RoomService) -> Worker:
+    room = {"room_service_url": service.url, "lookup_capacity": 1}
+    return Worker(settings, agents.app.build(settings, overrides={"RoomSettings": room}))
 
 
 async def committed_end(settings: Settings, topic: str) -> int:
@@ -60,8 +68,8 @@ async def test_results_commit_every_interval_within_one_fetch(
     delays them, and with slower lookups outlives the broker's transaction timeout."""
     settings = one_lookup_at_a_time(tmp_path, slow_rooms)
     await create_topics(settings)
-    await produce(settings, settings.readings_topic, readings(400))
-    worker = Worker(settings)
+    await produce(settings, readings_topic(settings), readings(400))
+    worker = worker_of(settings, slow_rooms)
     await worker.start()
     try:
         await wait_until(lambda: slow_rooms.stats()["requests"] >= 100, timeout_s=60)
@@ -84,8 +92,8 @@ async def test_a_fenced_partition_still_owned_here_is_reopened_and_finished(
     settings = one_lookup_at_a_time(tmp_path, slow_rooms)
     await create_topics(settings)
     rows = readings(300)
-    await produce(settings, settings.readings_topic, rows)
-    worker = Worker(settings)
+    await produce(settings, readings_topic(settings), rows)
+    worker = worker_of(settings, slow_rooms)
     await worker.start()
     try:
         await wait_until(lambda: slow_rooms.stats()["requests"] >= 50, timeout_s=60)

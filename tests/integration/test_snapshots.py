@@ -23,7 +23,7 @@ from service.snapshot.layout import SnapshotRoot
 from service.topics import TopicSpec, changelog_topic, ensure_topics
 from service.worker import Worker
 from tables.export import decoder_for
-from tests.support.kafka import read_all, unique_settings, wait_until
+from tests.support.kafka import read_all, readings_topic, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -46,9 +46,9 @@ def reading(tick: int, sensor: int) -> dict[str, Any]:
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[tuple[Settings, Worker]]:
     settings = unique_settings(
-        tmp_path, pipelines=PIPELINES, snapshot_root=str(tmp_path / "snapshots")
+        tmp_path, agents=PIPELINES, snapshot_root=str(tmp_path / "snapshots")
     )
-    await ensure_topics(settings, [TopicSpec(settings.readings_topic, 3)])
+    await ensure_topics(settings, [TopicSpec(readings_topic(settings), 3)])
     worker = Worker(settings)
     await worker.start()
     try:
@@ -70,7 +70,7 @@ async def ingest(settings: Settings, stop: asyncio.Event) -> int:
                 for sensor in range(len(SENSORS)):
                     row = reading(tick, sensor)
                     value, key = orjson.dumps(row), row["sensor_id"].encode()
-                    futures.append(await producer.send(settings.readings_topic, value, key=key))
+                    futures.append(await producer.send(readings_topic(settings), value, key=key))
                 tick += 1
             await asyncio.gather(*futures)
             sent += len(futures)
@@ -80,7 +80,7 @@ async def ingest(settings: Settings, stop: asyncio.Event) -> int:
         for sensor in range(len(SENSORS)):
             row = reading(tick + 200, sensor)
             value, key = orjson.dumps(row), row["sensor_id"].encode()
-            futures.append(await producer.send(settings.readings_topic, value, key=key))
+            futures.append(await producer.send(readings_topic(settings), value, key=key))
         await asyncio.gather(*futures)
         sent += len(futures)
     finally:
@@ -153,7 +153,7 @@ async def test_a_snapshot_taken_while_ingesting_is_the_state_at_its_offsets(
     assert manifest["pipelines"] == {"sensor_alerts": 3, "sensor_averages": 3}
     parts = {(p["pipeline"], p["partition"]): p for p in manifest["parts"]}
     taken = sum(
-        p["committed_offsets"][settings.readings_topic]
+        p["committed_offsets"][readings_topic(settings)]
         for k, p in parts.items()
         if k[0] == "sensor_averages"
     )
@@ -168,7 +168,7 @@ async def test_a_snapshot_taken_while_ingesting_is_the_state_at_its_offsets(
 
     # 2. Independently, from the input: the windows closed by the readings before
     # each partition's committed offset, and the watermark they imply.
-    inputs = await read_all(settings, settings.readings_topic, min_records=sent, quiet_s=0.5)
+    inputs = await read_all(settings, readings_topic(settings), min_records=sent, quiet_s=0.5)
     readings: dict[tuple[str, int], list[float]] = defaultdict(list)
     for partition in range(3):
         part = parts[("sensor_averages", partition)]
@@ -176,7 +176,7 @@ async def test_a_snapshot_taken_while_ingesting_is_the_state_at_its_offsets(
             orjson.loads(r.value)
             for r in inputs
             if r.partition == partition
-            and r.offset < part["committed_offsets"][settings.readings_topic]
+            and r.offset < part["committed_offsets"][readings_topic(settings)]
         ]
         watermark = max(r["timestamp_ms"] for r in before) - BOUND_MS - 1
         assert part["watermark_ms"] == watermark
@@ -246,19 +246,16 @@ async def test_a_quiet_snapshot_equals_every_rest_answer(running: tuple[Settings
     async with httpx.AsyncClient(base_url=url) as client:
         for sensor in SENSORS:
             rest = (await client.get(f"/sensors/{sensor}/alerts")).json()
-            assert rest["state"] == alerts[sensor]
+            assert rest["value"] == alerts[sensor]
             page = (await client.get(f"/sensors/{sensor}/windows", params={"limit": 1000})).json()
-            assert {w["window_start_ms"]: w for w in page["windows"]} == {
-                start: {k: v for k, v in value.items() if k != "sensor_id"}
-                for start, value in windows[sensor].items()
-            }
+            assert {w["window_start_ms"]: w for w in page["windows"]} == windows[sensor]
 
 
 async def test_two_workers_make_one_snapshot_from_one_request(tmp_path: Path) -> None:
     settings = unique_settings(
-        tmp_path, pipelines=("sensor_averages",), snapshot_root=str(tmp_path / "snapshots")
+        tmp_path, agents=("sensor_averages",), snapshot_root=str(tmp_path / "snapshots")
     )
-    await ensure_topics(settings, [TopicSpec(settings.readings_topic, 4)])
+    await ensure_topics(settings, [TopicSpec(readings_topic(settings), 4)])
     a = Worker(settings)
     b = Worker(
         settings.model_copy(

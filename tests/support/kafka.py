@@ -101,7 +101,15 @@ async def create_topics(settings: Settings) -> None:
 TEST_AGENT_SETTINGS = {"SinkSettings": {"postgres_dsn": "postgresql://unused@127.0.0.1:1/x"}}
 
 
-def readings(settings: Settings) -> str:
+def sensor_settings() -> Any:
+    """The sensor agents' settings as a test runs them (the defaults, unless the
+    environment says otherwise)."""
+    from agents.settings import SensorSettings
+
+    return build(SensorSettings, {})
+
+
+def readings_topic(settings: Settings) -> str:
     """The reference readings topic of these settings (``EDDY_TOPIC_PREFIX`` in front)."""
     return settings.topic("sensor-readings")
 

@@ -30,6 +30,12 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
     return env
 
 
+def agent_env(**fields: object) -> dict[str, str]:
+    """Agent settings (agents/settings.py) as a worker process reads them:
+    ``agent_env(window_size_ms=5_000)`` -> ``{"EDDY_WINDOW_SIZE_MS": "5000"}``."""
+    return {f"EDDY_{name.upper()}": str(value) for name, value in fields.items()}
+
+
 class WorkerProcess:
     def __init__(self, settings: Settings, log_path: Path, *args: str, **env: str) -> None:
         self.port = free_port()

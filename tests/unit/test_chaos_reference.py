@@ -1,4 +1,4 @@
-"""The chaos harness's recomputation of the reference pipelines, on tiny inputs
+"""The chaos harness's recomputation of the reference agents, on tiny inputs
 checked by hand, and its checks failing on broken outputs."""
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def test_alert_checks_skip_rising_and_tolerate_a_rounded_diff() -> None:
     }
 
 
-# -- hashtags -> hashtag_counts ---------------------------------------------------------
+# -- hashtag_counts: its repartition topic, then the counts --------------------------------
 
 
 def test_hashtags_counted_per_minute_with_running_totals() -> None:
@@ -221,14 +221,26 @@ def test_hashtags_counted_per_minute_with_running_totals() -> None:
 def test_mention_checks_ignore_markers_and_need_the_hashtag_key() -> None:
     got = expected_hashtags({0: [("t1", "#a", T0)]}, partitions=1, bound_ms=1_000)
     mention = {"hashtag": "a", "tweet_id": "t1", "timestamp_ms": T0}
-    marker = Rec(0, 1, None, b"", (("eddy.watermark", b"5"),))
-    assert failures(check_mentions(got, [rec(0, 0, mention, b"a"), marker])) == {}
+    marker = Rec(0, 1, None, b"", (("eddy.watermark", b"5"), ("eddy.upstream", b"0")))
+    checks = check_mentions(got, [rec(0, 0, mention, b"a"), marker])
+    assert failures(checks) == {}
+    assert {c.agent for c in checks} == {"hashtag_counts"}
     assert failures(check_mentions(got, [rec(0, 0, mention, b"b")])) == {
-        "hashtags-by-tag mentions: equal recomputation": 1
+        "repartition mentions: equal recomputation": 1
     }
     assert failures(check_mentions(got, [rec(0, 0, mention, b"a")] * 3)) == {
-        "hashtags-by-tag mentions: none twice": 2
+        "repartition mentions: none twice": 2
     }
+
+
+def test_a_record_of_the_repartition_topic_that_is_not_a_mention_is_wrong() -> None:
+    got = expected_hashtags({0: [("t1", "#a", T0)]}, partitions=1, bound_ms=1_000)
+    mention = rec(0, 0, {"hashtag": "a", "tweet_id": "t1", "timestamp_ms": T0}, b"a")
+    empty = Rec(0, 1, b"a", b"")  # empty, but no watermark header: not a marker
+    for bad in (empty, Rec(0, 1, b"a", b"{oops"), rec(0, 1, {"hashtag": "a"}, b"a")):
+        assert failures(check_mentions(got, [mention, bad])) == {
+            "repartition mentions: equal recomputation": 1
+        }
 
 
 # -- vehicle_speed ----------------------------------------------------------------------
@@ -247,9 +259,16 @@ def test_vehicle_checks_average_each_side_and_roll() -> None:
         1_000: (10.5, False),  # the app sent twice: (70 + 71) / 2
     }
     second = got.checks[("v1", T0 + 1_000)]
-    assert second["app_speed_kmh"] == 70.5
-    assert second["rolling_agreement"] == 0.5
-    assert second["window_end_ms"] == T0 + 2_000
+    # What vehicle-speed-checks carries: the joined value, its second as second_ms.
+    assert second == {
+        "vehicle_id": "v1",
+        "second_ms": T0 + 1_000,
+        "obd_speed_kmh": 60.0,
+        "app_speed_kmh": 70.5,
+        "diff_kmh": 10.5,
+        "within_tolerance": False,
+        "rolling_agreement": 0.5,
+    }
     # Without the app's closing record its 180 s delay holds the clock: nothing closes.
     app[0].pop()
     assert expected_checks(obd, app, tolerance_kmh=5.0).checks == {}
@@ -269,13 +288,13 @@ def test_check_emitted_counts_each_kind_of_failure() -> None:
     }
 
 
-def test_dead_letters_are_counted_per_pipeline() -> None:
+def test_dead_letters_are_counted_per_stage_and_charged_to_its_agent() -> None:
     bad = Rec(0, 3, b"k", b"{oops", ((KIND_HEADER, MALFORMED),))
 
-    def dead(pipeline: str) -> Rec:
+    def dead(stage: str, topic: bytes = b"readings") -> Rec:
         headers = (
-            ("eddy.pipeline", pipeline.encode()),
-            ("eddy.source.topic", b"readings"),
+            ("eddy.pipeline", stage.encode()),
+            ("eddy.source.topic", topic),
             ("eddy.source.partition", b"0"),
             ("eddy.source.offset", b"3"),
         )
@@ -284,6 +303,16 @@ def test_dead_letters_are_counted_per_pipeline() -> None:
     both = [dead("sensor_minmax"), dead("sensor_counts")]
     assert failures(check_dead_letters("sensor_minmax", "readings", [bad], both)) == {}
     assert failures(check_dead_letters("sensor_counts", "readings", [bad], both[:1])) == {
+        "dead letters: every malformed input": 1
+    }
+    # hashtag_counts reads tweets in its repartition stage, which dead-letters them.
+    tweets = [dead("hashtag_counts.repartition", b"tweets")]
+    checks = check_dead_letters(
+        "hashtag_counts", "tweets", [bad], tweets, stage="hashtag_counts.repartition"
+    )
+    assert failures(checks) == {}
+    assert {c.agent for c in checks} == {"hashtag_counts"}
+    assert failures(check_dead_letters("hashtag_counts", "tweets", [bad], tweets)) == {
         "dead letters: every malformed input": 1
     }
 

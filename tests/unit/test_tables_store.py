@@ -129,3 +129,23 @@ def test_state_in_an_older_format_is_a_clear_error_naming_the_way_out(tmp_path: 
         store.get(table, key)
     assert "'windows'" in str(caught.value)
     store.close()
+
+
+def test_a_reverse_scan_stays_within_its_table_and_range(tmp_path: Path) -> None:
+    from service.eventtime import TimeWindow
+    from service.pipeline.windowed import META, RESULTS
+    from tables.codecs import window_key_range
+
+    store = PartitionStore(tmp_path / "p0")
+    txn = store.begin()
+    for key in ("a", "b", "bb"):
+        for w in range(3):
+            txn.put(RESULTS, (key, TimeWindow(w * 10, w * 10 + 10)), {"key": key, "w": w})
+    txn.put(META, "watermark", {"emitted_ms": 1})  # another table, before and after
+    txn.commit(txn.changelog_records(), None)
+    lower, upper = window_key_range("b", 0, 25)
+    found = [(k, v["w"]) for (k, _), v in store.scan(RESULTS, lower, upper, reverse=True)]
+    assert found == [("b", 2), ("b", 1), ("b", 0)]
+    assert store.last(RESULTS) == (("bb", TimeWindow(20, 30)), {"key": "bb", "w": 2})
+    assert list(store.scan(RESULTS, *window_key_range("c", 0, 99), reverse=True)) == []
+    store.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
@@ -22,13 +21,7 @@ class SensorReading(BaseModel):
     temperature: Annotated[float, Field(allow_inf_nan=False)]
 
     def to_json(self) -> bytes:
-        return orjson.dumps(
-            {
-                "sensor_id": self.sensor_id,
-                "timestamp_ms": self.timestamp_ms,
-                "temperature": self.temperature,
-            }
-        )
+        return self.model_dump_json().encode()
 
 
 class ThresholdUpdate(BaseModel):

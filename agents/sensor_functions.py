@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.eventtime.process import BroadcastContext, Context
+from service import BroadcastContext, Context
 
 FREEZING_F = 32.0
 ONE_HOUR_MS = 3_600_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from service.app.plan import View
+from service.app.queries import Owner, StateValue, TablePage, WindowPage
 from service.eventtime import TimeWindow
-from service.queries import Owner, StateValue, TablePage, WindowPage
 
 
 class Backend(Protocol):
@@ -40,7 +40,7 @@ class Backend(Protocol):
         *,
         newest_first: bool = False,
     ) -> WindowPage:
-        """Raises ``service.queries.QueryError`` subclasses."""
+        """Raises ``service.app.queries.QueryError`` subclasses."""
         ...
 
     def state(self, agent: str, state: str, key: str) -> StateValue: ...

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.queries import NoDataYetError, PartitionUnavailableError, UnknownKeyError
+from service.app.queries import NoDataYetError, PartitionUnavailableError, UnknownKeyError
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"

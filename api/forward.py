@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.errors import problem
-from service.queries import OwnedElsewhereError, PartitionUnavailableError
+from service.app.queries import OwnedElsewhereError, PartitionUnavailableError
 
 log = logging.getLogger(__name__)
 

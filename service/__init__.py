@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from service.app.agent import AgentDef
 from service.app.app import App, BuiltApp
+from service.app.queries import QueryError
 from service.app.settings import AgentSettings
 from service.app.stream import BroadcastStream, Stream, WindowedStream
 from service.app.topic import Topic
@@ -67,7 +68,6 @@ from service.eventtime.window_state import WindowResult
 from service.eventtime.windows import Global, Session, Sliding, TimeWindow, Tumbling, WindowAssigner
 from service.pipeline.pgmigrate import Migration
 from service.pipeline.pgsink import PostgresUpsert, Upsert
-from service.queries import QueryError
 from service.serde import DecodeError, EncodeError, Json, JsonModel, Serde
 from service.testing import TestDriver
 

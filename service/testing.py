@@ -149,6 +149,11 @@ class _Stage:
             await self._async.process_async(record, out)
         else:
             self.logic.process(record, out)
+        send_watermark = getattr(self.logic, "send_watermark", None)
+        if send_watermark is not None:
+            # A re-keying stage's clock goes downstream after every record, not on
+            # a processing-time schedule: the driver's clock moves only when told.
+            send_watermark(out)
 
     @property
     def _async(self) -> AsyncLogic:

@@ -17,17 +17,17 @@ from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.app import create_app
-from service import queries
+from service.app import queries
 from service.app.app import App, BuiltApp
 from service.app.loader import load_app, load_app_and_settings
 from service.app.plan import View
+from service.app.queries import StateValue, UnknownKeyError, WindowPage
 from service.errors import ConfigError, EddyError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock, TimeWindow
 from service.jobs import JobsView, Scope
 from service.metrics import Metrics
 from service.pipeline.base import Pipeline
 from service.pipeline.copartition import co_partition
-from service.queries import StateValue, UnknownKeyError, WindowPage
 from service.runtime.engine import PipelineRuntime
 from service.savepoint.stop import AppStopper, Phase
 from service.settings import Settings

@@ -52,3 +52,16 @@ def json_schema(version: int, steps: Mapping[int, Callable[[Any], Any]]) -> Stat
     if set(steps) != set(range(min(steps, default=version), version)):
         raise ValueError(f"steps must cover every version from the oldest up to {version}")
     return StateSchema(version, json_migration(steps), min(steps, default=version))
+
+
+def schema_for(declared: Mapping[str, StateSchema], table: str) -> StateSchema | None:
+    """The declared schema of ``table``: by its name, or by a ``prefix.*`` pattern
+    (``state.*``: any state; ``state.broadcast.*``: any broadcast state)."""
+    schema = declared.get(table)
+    if schema is not None:
+        return schema
+    patterns = sorted((k for k in declared if k.endswith(".*")), key=len, reverse=True)
+    for pattern in patterns:
+        if table.startswith(pattern[:-1]):
+            return declared[pattern]
+    return None

@@ -36,7 +36,7 @@ from api.forward import ask_owners
 from api.params import FromMs, Key, Limit, ToMs, page_limit
 from api.schemas import Freshness
 from service.app.plan import View
-from service.queries import key_order
+from service.app.queries import key_order
 
 router = APIRouter(prefix="/agents", tags=["agents"])
 Name = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]

@@ -11,8 +11,8 @@ from api.deps import BackendDep
 from api.errors import BadRequestError
 from api.params import MAX_TIME_MS, FromMs, Limit, ToMs, page_limit
 from api.schemas import Freshness
+from service.app.queries import UnknownKeyError
 from service.eventtime import MIN_WATERMARK
-from service.queries import UnknownKeyError
 
 router = APIRouter(tags=["tables"])
 Name = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]

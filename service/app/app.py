@@ -114,7 +114,7 @@ class App:
 
     def alias(self, path: str, target: str) -> None:
         """Serve the generated route ``target`` at ``path`` too, e.g.
-        ``app.alias("/sensors/{key}/windows", "/agents/sensor_averages/windows/{key}")``
+        ``app.alias("/users/{key}/clicks", "/agents/clicks_per_minute/windows/{key}")``
         (the same path parameters, the same response)."""
         if path in self.aliases:
             raise PlanError(f"alias {path} is declared twice")

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
 
-from service.queries import StateValue, WindowPage
+from service.app.queries import StateValue, WindowPage
 
 MAX_TIME_MS = 2**62
 

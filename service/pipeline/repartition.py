@@ -102,6 +102,14 @@ class RepartitionLogic:
         """An explicit watermark goes downstream as this task's own."""
         self._send_markers(watermark_ms, out)
 
+    def send_watermark(self, out: Output) -> None:
+        """Send the watermark downstream now if it moved (the test driver does,
+        after every record; a worker sends it every ``marker_every_ms``)."""
+        watermark_ms = self._tracker.watermark_ms
+        if watermark_ms != MIN_WATERMARK and watermark_ms > self._sent_ms:
+            self._send_markers(watermark_ms, out)
+            self._sent_ms, self._active = watermark_ms, False
+
     def on_tick(self, now_ms: int, out: Output) -> None:
         """Send this task's watermark downstream when it moved, and as a heartbeat
         while records flow (so a busy task is never mistaken for an idle one)."""

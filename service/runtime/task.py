@@ -127,7 +127,10 @@ class Task:
 
     async def tick(self, now_ms: int) -> None:
         """Let the logic act on processing time; send what it emits, if anything."""
-        self.logic.on_tick(now_ms, self.output)
+        if self._async is not None:
+            await self._async.tick_async(now_ms, self.output)
+        else:
+            self.logic.on_tick(now_ms, self.output)
         pending = self.output.take()
         if pending:
             await self._ensure_transaction()

@@ -21,7 +21,7 @@ from aiokafka.partitioner import murmur2
 
 from service.errors import EddyError
 from tables.export import keyed_by_record_key
-from tables.schema import StateSchema
+from tables.schema import StateSchema, schema_for
 
 
 class SavepointIncompatibleError(EddyError):
@@ -51,19 +51,6 @@ class PipelinePlan:
 class RestorePlan:
     pipelines: dict[str, PipelinePlan] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)  # "pipeline/table", not restored
-
-
-def schema_for(declared: Mapping[str, StateSchema], table: str) -> StateSchema | None:
-    """The declared schema of ``table``: by its name, or by a ``prefix.*`` pattern
-    (``state.*``: any state; ``state.broadcast.*``: any broadcast state)."""
-    schema = declared.get(table)
-    if schema is not None:
-        return schema
-    patterns = sorted((k for k in declared if k.endswith(".*")), key=len, reverse=True)
-    for pattern in patterns:
-        if table.startswith(pattern[:-1]):
-            return declared[pattern]
-    return None
 
 
 def saved_tables(manifest: Mapping[str, Any]) -> dict[str, dict[str, int]]:

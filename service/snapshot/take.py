@@ -26,10 +26,10 @@ import httpx
 from service.eventtime import MIN_WATERMARK, Clock
 from service.runtime.engine import PipelineRuntime
 from service.runtime.task import Task
-from service.savepoint.plan import schema_for
 from service.settings import Settings
 from service.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
 from service.snapshot.publish import PartitionCut, Published, complete, export_partition
+from tables.schema import schema_for
 
 log = logging.getLogger(__name__)
 

@@ -33,15 +33,15 @@ FLAGS = [
     "--disable-sync",
 ]
 CHROMIUM_FOUND = CHROMIUM.exists()
-PIPELINES = ("sensor_averages", "sensor_alerts", "hashtags", "hashtag_counts")
+AGENTS = ("sensor_averages", "sensor_alerts", "hashtag_counts")
 
 
 @pytest.mark.timeout(300)
-async def test_the_dashboard_shows_live_windows_alerts_watermarks_and_hashtags(
+async def test_the_dashboard_shows_every_agents_windows_and_states_live(
     tmp_path: Path,
 ) -> None:
     assert CHROMIUM_FOUND, "run `make browser` (Debian's chromium package)"
-    settings = unique_settings(tmp_path, pipelines=PIPELINES)
+    settings = unique_settings(tmp_path, agents=AGENTS)
     worker = WorkerProcess(settings, tmp_path / "worker.log")
     simulator: asyncio.subprocess.Process | None = None
     try:
@@ -62,20 +62,27 @@ async def test_the_dashboard_shows_live_windows_alerts_watermarks_and_hashtags(
             errors: list[str] = []
             page.on("pageerror", lambda error: errors.append(str(error)))
             await page.goto(f"{worker.base}/dashboard")
-            # A chart per sensor with a line, alerts, watermarks and a hashtag table.
-            await page.wait_for_selector("#sensors .card svg polyline", timeout=120_000)
-            await page.wait_for_selector("#alerts table tr td", timeout=60_000)
-            await page.wait_for_selector("#hashtags table tr td", timeout=150_000)
-            sensors = await page.locator("#sensors .card").count()
+            # Every agent has its section, made from what it serves: charts of the
+            # sensors' windows, the alerts state, the newest minute of hashtags.
+            averages = '[data-agent="sensor_averages"]'
+            alerts = '[data-agent="sensor_alerts"]'
+            hashtags = '[data-agent="hashtag_counts"]'
+            await page.wait_for_selector(f"{averages} .card svg polyline", timeout=120_000)
+            await page.wait_for_selector(f"{alerts} table tr td", timeout=60_000)
+            await page.wait_for_selector(f"{hashtags} table tr td", timeout=150_000)
+            sensors = await page.locator(f"{averages} .card").count()
             watermark_rows = await page.locator("#watermarks table tr").count()
-            first_hashtag = await page.locator("#hashtags table tr td").first.inner_text()
+            first_hashtag = await page.locator(f"{hashtags} table tr td").first.inner_text()
+            sections = await page.locator("#agents section").count()
             ARTIFACTS.mkdir(exist_ok=True)
             await page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
             error_text = await page.locator("#error").inner_text()
             await browser.close()
         assert sensors == 4
+        assert sections == len(AGENTS)
         assert watermark_rows > 1  # header + one row per partition
-        assert first_hashtag.startswith("#")
+        assert first_hashtag  # the key (a hashtag, lower case, no #)
+        assert not first_hashtag.startswith("#")
         assert error_text == ""
         assert errors == []
     finally:

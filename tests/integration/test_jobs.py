@@ -20,7 +20,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.queries import partition_for
+from service.app.queries import partition_for
 from service.settings import Settings
 from service.snapshot.cli import request_snapshot
 from service.topics import TopicSpec, ensure_topics

@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from service.queries import partition_for
+from service.app.queries import partition_for
 from service.settings import Settings
 from service.worker import Worker
 from tests.support.kafka import produce, read_all, readings_topic, sensor_settings, wait_until

@@ -10,7 +10,7 @@ from httpx import ASGITransport, AsyncClient
 
 import agents
 from api.app import create_app
-from service.queries import WindowPage
+from service.app.queries import WindowPage
 from tests.unit.test_api_routes import FakeBackend as RoutesBackend
 
 

@@ -13,8 +13,7 @@ from httpx import ASGITransport, AsyncClient
 import agents
 from api.app import create_app
 from service.app.plan import View
-from service.eventtime import MIN_WATERMARK, TimeWindow
-from service.queries import (
+from service.app.queries import (
     Freshness,
     NoDataYetError,
     Owner,
@@ -24,6 +23,7 @@ from service.queries import (
     UnknownKeyError,
     WindowPage,
 )
+from service.eventtime import MIN_WATERMARK, TimeWindow
 from service.settings import Settings, build
 from tables.catalog import Entry
 from tests.support.kafka import TEST_AGENT_SETTINGS

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from service.settings import load_settings
+from service.settings import Settings
 from tools.localkafka import broker
 from tools.localkafka.config import (
     BOOTSTRAP,
@@ -94,7 +94,7 @@ def ensure_running(console: Console | None = None) -> bool:
             message quotes the broker's log.
     """
     console = console or Console(stderr=True)
-    settings = load_settings()
+    settings = _settings()
     if not settings.uses_local_broker:
         _say(
             console,
@@ -222,3 +222,11 @@ def tool_command(main_class: str, *args: str, version: str | None = None) -> lis
     lay.logs.mkdir(parents=True, exist_ok=True)
     lay.log_config.write_text(render_log_config(lay))
     return java_command(lay, main_class, *args)
+
+
+def _settings() -> Settings:
+    """The settings as the app's workers see them: the environment may hold the
+    app's agent settings too, which must not be rejected as misspelt."""
+    from service.app.loader import load_app_and_settings
+
+    return load_app_and_settings()[1]

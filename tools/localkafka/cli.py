@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from service.settings import load_settings
+from service.settings import Settings
 from tools import localkafka
 
 
@@ -44,7 +44,7 @@ def _status(console: Console) -> int:
         ("bootstrap", state.bootstrap),
         ("data dir", str(state.data_dir)),
     ]
-    settings = load_settings()
+    settings = _settings()
     if not settings.uses_local_broker:
         rows.append(
             ("note", f"EDDY_BOOTSTRAP_SERVERS={settings.bootstrap_servers}: eddy uses that")
@@ -52,3 +52,11 @@ def _status(console: Console) -> int:
     for name, value in rows:
         console.print(f"{name:<10} {value}", markup=False, highlight=False, soft_wrap=True)
     return 0 if state.running else 1
+
+
+def _settings() -> Settings:
+    """The settings as the app's workers see them: the environment may hold the
+    app's agent settings too, which must not be rejected as misspelt."""
+    from service.app.loader import load_app_and_settings
+
+    return load_app_and_settings()[1]

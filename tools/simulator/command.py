@@ -17,7 +17,7 @@ import sys
 import time
 
 from service.errors import ConfigError
-from service.settings import Settings, load_settings
+from service.settings import Settings
 from tools.simulator.game import GameConfig
 from tools.simulator.generator import SimulationConfig
 from tools.simulator.producer import RunStats, SimulationStats, produce_scenarios
@@ -205,7 +205,7 @@ def run_cli(args: argparse.Namespace) -> int:
     seed = secrets.randbits(SEED_BITS) if args.seed is None else args.seed
     plan = plan_from_args(args, seed=seed, now_ms=time.time_ns() // 1_000_000)
     duration_s = check_duration(args.duration)
-    settings = load_settings()
+    settings = _settings()
     if args.seed is None:
         print(f"simulator: seed {seed} (repeat this run with --seed {seed})", flush=True)
     try:
@@ -215,3 +215,11 @@ def run_cli(args: argparse.Namespace) -> int:
     for line in scenario_summaries(stats, plan, seed):
         print(line, flush=True)
     return 0
+
+
+def _settings() -> Settings:
+    """The settings as the app's workers see them: the environment may hold the
+    app's agent settings too, which must not be rejected as misspelt."""
+    from service.app.loader import load_app_and_settings
+
+    return load_app_and_settings()[1]

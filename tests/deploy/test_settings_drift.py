@@ -6,18 +6,21 @@ import os
 import re
 
 import pytest
+from pydantic_settings import BaseSettings
 
-from agents import build_pipelines
+import agents
 from api.routes import health
-from service.settings import ENV_PREFIX, Settings, load_settings
-from service.topics import changelog_topic, standard_topics
+from service.settings import ENV_PREFIX, Settings, load_settings, variables
+from service.topics import app_topics, changelog_topic
 from tests.deploy.manifests import K8S, OVERLAYS, one, render, settings_env, worker_container
 
 EDDY_NAME = re.compile(r"\bEDDY_[A-Z0-9_]+\b")
+# The framework's settings and those of the reference app's agents (agents/settings.py).
+SETTINGS_CLASSES: list[type[BaseSettings]] = [Settings, *agents.app.settings_classes()]
 
 
 def test_every_eddy_variable_in_the_manifests_is_a_setting() -> None:
-    known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
+    known = {variable for cls in SETTINGS_CLASSES for variable in variables(cls)}
     used: dict[str, set[str]] = {}
     for path in sorted(K8S.rglob("*")):
         if path.is_file():
@@ -25,7 +28,7 @@ def test_every_eddy_variable_in_the_manifests_is_a_setting() -> None:
                 used.setdefault(name, set()).add(str(path.relative_to(K8S)))
     assert used, "no EDDY_* names found: did deploy/k8s move?"
     unknown = {name: sorted(files) for name, files in used.items() if name not in known}
-    assert not unknown, f"not in service/settings.py (renamed or misspelt?): {unknown}"
+    assert not unknown, f"not in service/settings.py nor agents/settings.py: {unknown}"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -38,7 +41,9 @@ def test_a_pod_s_environment_is_valid_settings(
             monkeypatch.delenv(name)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    settings = load_settings()  # ConfigError names any bad variable
+    # ConfigError names any bad variable, the agents' settings included.
+    settings = load_settings(agents.app.settings_classes())
+    agents.app.build(settings)  # the agents the pods run, with their settings
     assert settings.worker_id == "eddy-worker-0"
     assert settings.api_advertised_url == "http://eddy-worker-0.eddy-workers.eddy.svc:8000"
     assert str(settings.state_dir) == mount_of(overlay, "state")
@@ -79,14 +84,13 @@ def test_kafka_topics_match_the_topics_eddy_creates(overlay: str) -> None:
     config = one(objects, "ConfigMap", "eddy-settings")["data"]
     settings = Settings(app_id=config["EDDY_APP_ID"], partitions=int(config["EDDY_PARTITIONS"]))
     expected: dict[str, tuple[int, bool]] = {}
-    for spec in standard_topics(settings):
-        expected[spec.name] = (spec.partitions, False)
-    for pipeline in build_pipelines(settings):
-        for name in [*pipeline.sources, *pipeline.output_topics]:
-            expected[name] = (settings.partitions, False)
-        if (broadcast := getattr(pipeline, "broadcast_topic", None)) is not None:
-            expected[broadcast] = (1, False)
-        expected[changelog_topic(settings, pipeline.name)] = (settings.partitions, True)
+    # What a worker running the default agents creates: the topics they declare,
+    # their repartition topics, the dead-letter topic, a changelog per stage.
+    built = agents.app.build(settings)
+    for spec in app_topics(built):
+        expected[spec.name] = (spec.partitions, spec.config.get("cleanup.policy") == "compact")
+    for stage in built.stages:
+        expected[changelog_topic(settings, stage.name)] = (settings.partitions, True)
     declared = {
         o["spec"]["topicName"]: (
             o["spec"]["partitions"],

@@ -22,6 +22,8 @@ from tests.support.processes import free_port
 
 pytestmark = pytest.mark.e2e
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 async def test_make_run_enriches_readings_and_fills_postgres(
     tmp_path: Path, postgres_dsn: str, fresh_schema: Callable[[], str]
@@ -29,13 +31,12 @@ async def test_make_run_enriches_readings_and_fills_postgres(
     tag = uuid.uuid4().hex[:8]
     schema = fresh_schema()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDDY_")}
+    # tools/ is the repository's, not installed: importable from any directory this way.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(
         EDDY_APP_ID=f"run-{tag}",
-        EDDY_TOPIC_PREFIX=f"run-{tag}-",
-        EDDY_READINGS_TOPIC=f"run-{tag}-readings",
-        EDDY_AVERAGES_TOPIC=f"run-{tag}-averages",
-        EDDY_LATE_TOPIC=f"run-{tag}-late",
-        EDDY_DEAD_LETTER_TOPIC=f"run-{tag}-dead",
+        EDDY_TOPIC_PREFIX=f"run-{tag}-",  # in front of every topic, dead letters too
+        EDDY_DEAD_LETTER_TOPIC="dead",
         EDDY_STATE_DIR=str(tmp_path / "state"),
         EDDY_SNAPSHOT_ROOT=str(tmp_path / "snapshots"),
         EDDY_API_PORT=str(free_port()),
@@ -58,9 +59,7 @@ async def test_make_run_enriches_readings_and_fills_postgres(
     assert "postgres_sink" in output
     assert "stopped cleanly" in output
 
-    settings = load_settings(
-        topic_prefix=f"run-{tag}-", readings_topic=f"run-{tag}-readings", app_id=f"run-{tag}"
-    )
+    settings = load_settings(topic_prefix=f"run-{tag}-", app_id=f"run-{tag}")
     enriched = await read_all(settings, settings.topic("sensor-rooms"), min_records=1)
     rooms = {orjson.loads(r.value)["room"] for r in enriched}
     assert rooms

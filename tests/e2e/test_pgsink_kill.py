@@ -12,29 +12,36 @@ from typing import Any
 import asyncpg
 import pytest
 
+import agents
 from service.settings import Settings
-from tests.e2e.test_restore import SENSORS, _feed, encoded, readings
-from tests.support.kafka import create_topics, unique_settings, wait_until
+from tests.e2e.test_restore import SENSORS, encoded, readings
+from tests.support.kafka import (
+    TEST_AGENT_SETTINGS,
+    create_topics,
+    produce,
+    readings_topic,
+    unique_settings,
+    wait_until,
+)
 from tests.support.oracle import expected_windows
 from tests.support.postgres import rows_of
-from tests.support.processes import WorkerProcess
-from tools.chaos import reference
+from tests.support.processes import WorkerProcess, agent_env
 from tools.chaos.kafkaio import GroupLag
 
 pytestmark = pytest.mark.e2e
 
-PIPELINES = ("sensor_averages", "postgres_sink")
+AGENTS = ("sensor_averages", "postgres_sink")
 TABLES = ("sensor_window_averages", "sensor_latest")
 
 
 async def drained(settings: Settings) -> bool:
     """Every group of the app committed all of its input (averages included)."""
-    lag = GroupLag(
-        settings.bootstrap_servers,
-        reference.groups(settings),
-        settings.partitions,
-        reference.transactional_inputs(settings),
-    )
+    built = agents.app.build(settings, overrides=TEST_AGENT_SETTINGS)
+    groups = {f"{settings.app_id}.{stage.name}": tuple(stage.sources) for stage in built.stages}
+    # Inputs another stage writes in transactions (sensor-averages, read by the sink).
+    written = {topic for stage in built.stages for topic in stage.output_topics}
+    transactional = {t for sources in groups.values() for t in sources if t in written}
+    lag = GroupLag(settings.bootstrap_servers, groups, settings.partitions, transactional)
     positions = await lag.positions()
     return positions is not None and all(behind == 0 for _, behind in positions.values())
 
@@ -44,23 +51,17 @@ async def test_a_sink_killed_mid_run_writes_the_rows_of_a_clean_run(
     postgres_dsn: str,
     fresh_schema: Callable[[], str],
 ) -> None:
-    clean = unique_settings(
-        tmp_path / "clean",
-        pipelines=PIPELINES,
-        postgres_dsn=postgres_dsn,
-        postgres_schema=fresh_schema(),
-    )
+    clean = unique_settings(tmp_path / "clean", agents=AGENTS)
     # Same readings, an app of its own; small batches and slower commits, so the
     # kill lands with rows in PostgreSQL whose input offsets never committed.
-    crashed = unique_settings(
-        tmp_path / "crashed",
-        readings_topic=clean.readings_topic,
-        pipelines=PIPELINES,
-        postgres_dsn=postgres_dsn,
-        postgres_schema=fresh_schema(),
-        sink_max_batch_rows=7,
-        commit_interval_ms=300,
-    )
+    crashed = unique_settings(tmp_path / "crashed", agents=AGENTS, commit_interval_ms=300)
+    # The sink's settings (agents/settings.py: SinkSettings), as its workers read them.
+    schemas = {clean.app_id: fresh_schema(), crashed.app_id: fresh_schema()}
+    sink_env = {
+        app_id: agent_env(postgres_dsn=postgres_dsn, postgres_schema=schema)
+        for app_id, schema in schemas.items()
+    }
+    sink_env[crashed.app_id].update(agent_env(sink_max_batch_rows=7))
     assert (clean.exactly_once, crashed.exactly_once) == (True, True)
     data = readings(12_000, seed=21)
     expected = expected_windows(data, size_ms=5_000, bound_ms=1_000, partitions=6)
@@ -68,16 +69,17 @@ async def test_a_sink_killed_mid_run_writes_the_rows_of_a_clean_run(
     await create_topics(crashed)
 
     async def rows(settings: Settings, table: str = TABLES[0]) -> list[tuple[Any, ...]]:
-        return await rows_of(postgres_dsn, settings.postgres_schema, table)
+        return await rows_of(postgres_dsn, schemas[settings.app_id], table)
 
-    workers = [
-        WorkerProcess(clean, tmp_path / "clean.log"),
-        WorkerProcess(crashed, tmp_path / "crashed-1.log"),
-    ]
+    def worker(settings: Settings, log: str) -> WorkerProcess:
+        return WorkerProcess(settings, tmp_path / log, **sink_env[settings.app_id])
+
+    workers = [worker(clean, "clean.log"), worker(crashed, "crashed-1.log")]
     try:
-        for worker in workers:
-            worker.wait_ready()
-        feed = asyncio.create_task(_feed(clean, encoded(data), chunk=500, pause_s=0.5))
+        for each in workers:
+            each.wait_ready()
+        # Each app has its topics (EDDY_TOPIC_PREFIX): both get the same readings.
+        feed = asyncio.create_task(_feed([clean, crashed], encoded(data), chunk=500, pause_s=0.5))
 
         async def some_rows_written() -> bool:
             try:
@@ -89,7 +91,7 @@ async def test_a_sink_killed_mid_run_writes_the_rows_of_a_clean_run(
         workers[1].stop(signal.SIGKILL)
         rows_at_kill = len(await rows(crashed))
         fed_at_kill = feed.done()
-        workers[1] = WorkerProcess(crashed, tmp_path / "crashed-2.log")
+        workers[1] = worker(crashed, "crashed-2.log")
         workers[1].wait_ready()
         await feed
 
@@ -103,8 +105,8 @@ async def test_a_sink_killed_mid_run_writes_the_rows_of_a_clean_run(
         resumed = workers[1].status()["pipelines"]["sensor_averages"]["records_in"]
         tables = {s.app_id: {t: await rows(s, t) for t in TABLES} for s in (clean, crashed)}
     finally:
-        for worker in workers:
-            worker.stop()
+        for each in workers:
+            each.stop()
 
     # The kill came mid-run: some rows written, the input not all produced, and the
     # restarted worker resumed from a commit of the killed one, not from scratch.
@@ -121,3 +123,13 @@ async def test_a_sink_killed_mid_run_writes_the_rows_of_a_clean_run(
     assert [row[0] for row in latest] == sorted(SENSORS)
     newest = {s: max(start for k, start in expected.windows if k == s) for s in SENSORS}
     assert {row[0]: row[1] for row in latest} == newest
+
+
+async def _feed(
+    apps: list[Settings], rows: list[tuple[bytes, bytes]], chunk: int, pause_s: float
+) -> None:
+    """Each chunk to the readings topic of every app, then a pause."""
+    for start in range(0, len(rows), chunk):
+        for settings in apps:
+            await produce(settings, readings_topic(settings), rows[start : start + chunk])
+        await asyncio.sleep(pause_s)

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from service.settings import Settings
-from tests.support.kafka import create_topics, produce, read_all, unique_settings
+from tests.support.kafka import create_topics, produce, read_all, readings_topic, unique_settings
 from tests.support.oracle import expected_windows
 from tests.support.processes import WorkerProcess
 
@@ -34,6 +34,11 @@ def readings(count: int, seed: int) -> list[tuple[str, int, float]]:
     shuffled = sorted(in_order, key=lambda r: r[1] + rng.randint(0, 1_000))
     closing = [(s, BASE_MS + count * 20 + 600_000, 0.0) for s in SENSORS]
     return shuffled + closing
+
+
+def averages_topic(settings: Settings) -> str:
+    """sensor_averages' output topic (``EDDY_TOPIC_PREFIX`` in front)."""
+    return settings.topic("sensor-averages")
 
 
 def encoded(rows: list[tuple[str, int, float]]) -> list[tuple[bytes, bytes]]:
@@ -60,9 +65,9 @@ async def test_rest_answers_the_same_after_a_restart_with_the_state_wiped(
     first = WorkerProcess(settings, tmp_path / "first.log")
     try:
         first.wait_ready()
-        await produce(settings, settings.readings_topic, encoded(data))
+        await produce(settings, readings_topic(settings), encoded(data))
         expected = expected_windows(data, size_ms=5_000, bound_ms=1_000, partitions=6)
-        await read_all(settings, settings.averages_topic, min_records=len(expected.windows))
+        await read_all(settings, averages_topic(settings), min_records=len(expected.windows))
         await _wait_committed(first, len(data))
         before = snapshot_of(first)
     finally:
@@ -104,7 +109,7 @@ async def test_a_worker_killed_mid_stream_still_emits_each_window_exactly_once(
     try:
         second.wait_ready()
         records = await read_all(
-            settings, settings.averages_topic, min_records=len(expected.windows)
+            settings, averages_topic(settings), min_records=len(expected.windows)
         )
         resumed = second.status()["pipelines"]["sensor_averages"]["records_in"]
     finally:
@@ -124,7 +129,7 @@ async def _feed(
     settings: Settings, rows: list[tuple[bytes, bytes]], chunk: int, pause_s: float
 ) -> None:
     for start in range(0, len(rows), chunk):
-        await produce(settings, settings.readings_topic, rows[start : start + chunk])
+        await produce(settings, readings_topic(settings), rows[start : start + chunk])
         await asyncio.sleep(pause_s)
 
 

@@ -2,7 +2,7 @@
 (the same app; a new app id; twice the input partitions), and the outputs are
 those of an uninterrupted run, each exactly once.
 
-Two pipelines, as users run them (``python -m service worker`` processes, the
+Two agents, as users run them (``python -m service worker`` processes, the
 ``stop`` and ``--from-savepoint`` commands): sensor_averages (5 s windows, one
 open across the stop, with its event-time timer pending) and eos_checker (a
 running aggregate per key, emitted per record: any state lost or doubled by the
@@ -25,9 +25,18 @@ import orjson
 import pytest
 from aiokafka.admin import NewPartitions
 
+from agents.eos_checker import checker_topics
+from agents.settings import CheckerSettings
 from service.settings import Settings
 from service.topics import TopicSpec, admin_client, ensure_topics
-from tests.support.kafka import end_offsets, produce, read_all, unique_settings, wait_until
+from tests.support.kafka import (
+    end_offsets,
+    produce,
+    read_all,
+    readings_topic,
+    unique_settings,
+    wait_until,
+)
 from tests.support.processes import WorkerProcess, settings_env
 
 pytestmark = pytest.mark.e2e
@@ -68,6 +77,13 @@ def closers() -> list[tuple[bytes, bytes]]:
     ]
 
 
+def checker_topic(settings: Settings, name: str) -> str:
+    """eos_checker's topic ``name`` (input, agg, alerts) on the broker: its default
+    prefix (CheckerSettings), ``EDDY_TOPIC_PREFIX`` in front."""
+    prefix = CheckerSettings.model_fields["checker_topic_prefix"].default
+    return settings.topic(checker_topics(prefix)[name].name)
+
+
 def checker_rows(seqs: range) -> list[tuple[bytes, bytes]]:
     rows = []
     for seq in seqs:
@@ -104,12 +120,12 @@ def expected_aggregates(seqs: int) -> dict[tuple[str, int], dict[str, int]]:
     return out
 
 
-async def _lag(settings: Settings, pipeline: str, topic: str) -> int:
-    """Records of ``topic`` that ``pipeline``'s consumer group has not committed."""
+async def _lag(settings: Settings, agent: str, topic: str) -> int:
+    """Records of ``topic`` that ``agent``'s consumer group has not committed."""
     admin = admin_client(settings)
     await admin.start()
     try:
-        committed = await admin.list_consumer_group_offsets(f"{settings.app_id}.{pipeline}")
+        committed = await admin.list_consumer_group_offsets(f"{settings.app_id}.{agent}")
     finally:
         await admin.close()
     ends = await end_offsets(settings, topic)
@@ -141,13 +157,13 @@ async def test_stop_with_savepoint_and_resume_equals_an_uninterrupted_run(
     tmp_path: Path, mode: str
 ) -> None:
     settings = unique_settings(
-        tmp_path, pipelines=("sensor_averages", "eos_checker"), partitions=3, commit_interval_ms=200
+        tmp_path, agents=("sensor_averages", "eos_checker"), partitions=3, commit_interval_ms=200
     )
-    checker_in = f"{settings.checker_topic_prefix}input"
-    inputs = [settings.readings_topic, checker_in]
+    checker_in = checker_topic(settings, "input")
+    inputs = [readings_topic(settings), checker_in]
     await ensure_topics(settings, [TopicSpec(t, 3) for t in inputs])
     first = readings(FIRST_STEPS)
-    await produce(settings, settings.readings_topic, first)
+    await produce(settings, inputs[0], first)
     await produce(settings, checker_in, checker_rows(range(40)))
 
     count = 2 if mode == "two_workers" else 1
@@ -207,19 +223,20 @@ async def test_stop_with_savepoint_and_resume_equals_an_uninterrupted_run(
     elif mode == "doubled_partitions":
         await _grow(settings, inputs, 6)
 
-    await produce(settings, settings.readings_topic, readings(SECOND_STEPS) + closers())
+    await produce(settings, inputs[0], readings(SECOND_STEPS) + closers())
     await produce(settings, checker_in, checker_rows(range(40, 80)))
     resumed = WorkerProcess(settings, tmp_path / "second.log", "--from-savepoint", reference, **env)
     try:
         resumed.wait_ready()
         want_windows = expected_windows()
+        averages_topic = settings.topic("sensor-averages")
         averages = await read_all(
-            settings, settings.averages_topic, min_records=len(want_windows), timeout_s=120
+            settings, averages_topic, min_records=len(want_windows), timeout_s=120
         )
         aggs = await read_all(
-            settings, f"{settings.checker_topic_prefix}agg", min_records=80 * KEYS, timeout_s=120
+            settings, checker_topic(settings, "agg"), min_records=80 * KEYS, timeout_s=120
         )
-        alerts = await read_all(settings, f"{settings.checker_topic_prefix}alerts", quiet_s=1)
+        alerts = await read_all(settings, checker_topic(settings, "alerts"), quiet_s=1)
         if mode == "doubled_partitions":
             assert len(resumed.status()["pipelines"]["eos_checker"]["partitions"]) == 6
     finally:

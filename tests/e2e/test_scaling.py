@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.e2e.test_restore import SENSORS, encoded, readings, snapshot_of
-from tests.support.kafka import create_topics, produce, read_all, unique_settings
+from tests.e2e.test_restore import SENSORS, averages_topic, encoded, readings, snapshot_of
+from tests.support.kafka import create_topics, produce, read_all, readings_topic, unique_settings
 from tests.support.oracle import expected_windows
 from tests.support.processes import WorkerProcess
 
@@ -54,12 +54,12 @@ async def test_a_joining_worker_shares_the_work_and_a_standby_takes_over_a_crash
     b: WorkerProcess | None = None
     try:
         a.wait_ready()
-        await produce(settings, settings.readings_topic, encoded(thirds[0]))
+        await produce(settings, readings_topic(settings), encoded(thirds[0]))
         await _settle([a], len(thirds[0]))
 
         b = WorkerProcess(settings, tmp_path / "b.log", EDDY_STATE_DIR=str(tmp_path / "b"))
         b.wait_ready()
-        await produce(settings, settings.readings_topic, encoded(thirds[1]))
+        await produce(settings, readings_topic(settings), encoded(thirds[1]))
         await _settle([a, b], 0)
         owned_by_a = a.status()["pipelines"]["sensor_averages"]["partitions"]
         owned_by_b = b.status()["pipelines"]["sensor_averages"]["partitions"]
@@ -69,10 +69,10 @@ async def test_a_joining_worker_shares_the_work_and_a_standby_takes_over_a_crash
         before = restored(b)
 
         a.stop(signal.SIGKILL)
-        await produce(settings, settings.readings_topic, encoded(thirds[2] + closing))
+        await produce(settings, readings_topic(settings), encoded(thirds[2] + closing))
         expected = expected_windows(data, size_ms=5_000, bound_ms=1_000, partitions=6)
         records = await read_all(
-            settings, settings.averages_topic, min_records=len(expected.windows), timeout_s=90
+            settings, averages_topic(settings), min_records=len(expected.windows), timeout_s=90
         )
         assert b.status()["pipelines"]["sensor_averages"]["partitions"] == list(range(6))
         # The standby had a's state: taking over restored little or nothing.

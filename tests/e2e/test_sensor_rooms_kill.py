@@ -18,8 +18,15 @@ from aiokafka.structs import ConsumerRecord
 from agents.sensor_rooms import UNKNOWN_ROOM
 from service.kafka_clients import connection_kwargs
 from service.settings import Settings
-from tests.support.kafka import create_topics, produce, read_all, unique_settings, wait_until
-from tests.support.processes import WorkerProcess
+from tests.support.kafka import (
+    create_topics,
+    produce,
+    read_all,
+    readings_topic,
+    unique_settings,
+    wait_until,
+)
+from tests.support.processes import WorkerProcess, agent_env
 from tests.support.rooms import RoomService
 from tools.simulator.rooms import room_of
 
@@ -44,16 +51,12 @@ def rows() -> list[tuple[bytes, bytes]]:
 
 async def test_lookups_in_flight_at_a_crash_are_redone_and_output_once(tmp_path: Path) -> None:
     service = RoomService(tmp_path / "rooms.log", latency_ms=20, jitter_ms=20)
-    settings = unique_settings(
-        tmp_path,
-        pipelines=("sensor_rooms",),
-        room_service_url=service.url,
-        lookup_capacity=50,
-        commit_interval_ms=300,
-    )
+    settings = unique_settings(tmp_path, agents=("sensor_rooms",), commit_interval_ms=300)
+    # sensor_rooms' own settings (agents/settings.py: RoomSettings), as workers read them.
+    rooms_env = agent_env(room_service_url=service.url, lookup_capacity=50)
     await create_topics(settings)
     data = rows()
-    first = WorkerProcess(settings, tmp_path / "first.log")
+    first = WorkerProcess(settings, tmp_path / "first.log", **rooms_env)
     second: WorkerProcess | None = None
     try:
         first.wait_ready()
@@ -66,7 +69,7 @@ async def test_lookups_in_flight_at_a_crash_are_redone_and_output_once(tmp_path:
         await wait_until(halfway, timeout_s=120)
         first.stop(signal.SIGKILL)  # lookups in flight, a transaction open
         await feed
-        second = WorkerProcess(settings, tmp_path / "second.log")
+        second = WorkerProcess(settings, tmp_path / "second.log", **rooms_env)
         try:
             second.wait_ready()
             out = await read_all(
@@ -94,7 +97,7 @@ async def test_lookups_in_flight_at_a_crash_are_redone_and_output_once(tmp_path:
 
 async def _feed(settings: Settings, data: list[tuple[bytes, bytes]]) -> None:
     for start in range(0, len(data), 500):
-        await produce(settings, settings.readings_topic, data[start : start + 500])
+        await produce(settings, readings_topic(settings), data[start : start + 500])
         await asyncio.sleep(0.2)
 
 
@@ -107,7 +110,7 @@ async def _diagnose(
 ) -> str:
     """Where the missing readings sit in the input, what the group committed, what
     each partition output, and the tail of each worker's log."""
-    fed = await read_all(settings, settings.readings_topic, committed=False, timeout_s=30)
+    fed = await read_all(settings, readings_topic(settings), committed=False, timeout_s=30)
     position = {}
     for record in fed:
         body = orjson.loads(record.value)
@@ -119,7 +122,7 @@ async def _diagnose(
         if reading not in seen:
             missing.setdefault(partition, []).append(offset)
     twice = sorted(r for r, n in seen.items() if n > 1)
-    dead = await read_all(settings, settings.dead_letter_topic, committed=False, timeout_s=10)
+    dead = await read_all(settings, settings.dead_letters, committed=False, timeout_s=10)
     committed, log_start = await _offsets(settings, sorted({p for p, _ in position.values()}))
     lines = [
         f"fed per partition: {dict(sorted(Counter(p for p, _ in position.values()).items()))}",
@@ -149,7 +152,7 @@ async def _offsets(
     )
     await consumer.start()
     try:
-        inputs = [TopicPartition(settings.readings_topic, p) for p in partitions]
+        inputs = [TopicPartition(readings_topic(settings), p) for p in partitions]
         committed = {tp.partition: await consumer.committed(tp) for tp in inputs}
         outputs = [TopicPartition(settings.topic("sensor-rooms"), p) for p in partitions]
         starts = await consumer.beginning_offsets(outputs)

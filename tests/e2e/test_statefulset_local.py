@@ -24,7 +24,7 @@ from service.kafka_clients import connection_kwargs
 from service.settings import Settings
 from service.topics import changelog_topic
 from tests.e2e.test_restore import BASE_MS, encoded
-from tests.support.kafka import create_topics, produce, unique_settings
+from tests.support.kafka import create_topics, produce, readings_topic, unique_settings
 from tests.support.processes import WorkerProcess
 
 pytestmark = pytest.mark.e2e
@@ -154,7 +154,7 @@ async def test_a_killed_pod_comes_back_on_its_volume_without_a_full_restore(
     try:
         for worker in pods:
             await asyncio.to_thread(worker.wait_ready)
-        await produce(settings, settings.readings_topic, encoded(first))
+        await produce(settings, readings_topic(settings), encoded(first))
         await settle(pods, len(first))
         before = await quiet_changelog(settings, 0)
         survivors = [pods[0], pods[2]]
@@ -168,7 +168,7 @@ async def test_a_killed_pod_comes_back_on_its_volume_without_a_full_restore(
         # starts it again in the same pod: same name, same volume, seconds later.
         killed_at = time.monotonic()
         await asyncio.to_thread(pods[1].stop, signal.SIGKILL)
-        await produce(settings, settings.readings_topic, encoded(during))
+        await produce(settings, readings_topic(settings), encoded(during))
         restarted = pod(settings, tmp_path, 1)
         await asyncio.to_thread(restarted.wait_ready)
         back_at = time.monotonic()
@@ -191,7 +191,7 @@ async def test_a_killed_pod_comes_back_on_its_volume_without_a_full_restore(
         assert prober.ok_between(killed_at, back_at) > 0, "no answers while the pod was down"
         assert prober.ok_between(back_at, time.monotonic()) > 0
         # And any pod answers any key again, the restarted one included (forwarding).
-        await produce(settings, settings.readings_topic, encoded(closing))
+        await produce(settings, readings_topic(settings), encoded(closing))
         for worker in (pods[0], restarted, pods[2]):
             for sensor in SENSORS:
                 assert worker.get(f"/sensors/{sensor}/windows").status_code == 200

@@ -1,5 +1,6 @@
 """One local[1] Spark session for every Spark test, and a snapshot produced from a
-fixed input by the real pipelines (replayed without Kafka, as in docs/replay.md)."""
+fixed input by the reference app's real agents (run without Kafka by the test
+driver, service.testing)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from service.replay_pipeline import PipelineReplay, PipelineReplaySpec
+import agents
 from service.snapshot.layout import SnapshotRoot, snapshot_id_at
 from service.snapshot.offline import snapshot_stores
+from service.testing import TestDriver
 from tests.spark import inputs
 
 APP = "spark-test"
-PIPELINES = [
-    ("sensor_averages",),
-    ("sensor_alerts",),
-    ("vehicle_speed",),
-    ("hashtags", "hashtag_counts"),
-]
+AGENTS = ["sensor_averages", "sensor_alerts", "vehicle_speed", "hashtag_counts"]
 
 
 @pytest.fixture(scope="session")
@@ -45,27 +42,17 @@ def spark() -> Iterator[SparkSession]:
 def replay_into_snapshot(
     root: SnapshotRoot, directory: Path, lines: list[dict[str, Any]], snapshot_id: str
 ) -> None:
-    """Replay ``lines`` through the pipelines, then snapshot their state. A replay
-    feeds a topic to one stage, so pipelines reading the same topic (the sensor
-    ones) replay separately."""
-    replays: list[PipelineReplay] = []
-    try:
-        for group in PIPELINES:
-            spec = PipelineReplaySpec(kind="pipeline", pipelines=list(group))
-            replay = PipelineReplay(spec, directory / "state")
-            replays.append(replay)
-            mine = [
-                line
-                for line in lines
-                if line.get("topic", "") in replay.topics or "topic" not in line
-            ]
-            for _ in replay.feed(iter(mine)):
-                pass  # the outputs are not what this fixture is after: the state is
-        stores = {name: {0: store} for r in replays for name, store in r.stores().items()}
+    """Feed ``lines`` to the agents, then snapshot their state. Each line is a record
+    of a topic, or a processing time that every stage gets as a tick."""
+    with TestDriver(agents.app, agents=AGENTS) as driver:
+        for line in lines:
+            if "processing_time" in line:
+                driver.set_time(int(line["processing_time"]))
+            else:
+                driver.send(line["topic"], line["record"])
+        # The outputs are not what this fixture is after: the state is.
+        stores = {name: {0: store} for name, store in driver.stores().items()}
         snapshot_stores(root, APP, stores, directory / "scratch", snapshot_id=snapshot_id)
-    finally:
-        for replay in replays:
-            replay.close()
 
 
 @pytest.fixture(scope="session")

@@ -63,9 +63,9 @@ def closing_ms(changed: bool = False) -> int:
 
 
 def lines(changed: bool = False) -> list[dict[str, Any]]:
-    # Tweets first, each followed by a processing-time tick: hashtags sends its
-    # watermark downstream on ticks. No tick comes after the readings, so
-    # sensor_alerts' "rising" timers (1 s of processing time) never fire.
+    # Tweets first, each followed by a processing-time tick: hashtag_counts' re-keying
+    # stage sends its watermark downstream on ticks. No tick comes after the readings,
+    # so sensor_alerts' "rising" timers (1 s of processing time) never fire.
     out: list[dict[str, Any]] = []
     far_tweet = {"tweet_id": "far", "user": "u0", "text": "bye", "timestamp_ms": BASE + FAR_MS}
     for n, tweet in enumerate([*tweets(), far_tweet]):

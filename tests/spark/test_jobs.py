@@ -1,4 +1,4 @@
-"""The Spark jobs on snapshots of the real pipelines' state for a fixed input, each
+"""The Spark jobs on snapshots of the reference agents' state for a fixed input, each
 output compared with values computed independently from that input (inputs.py)."""
 
 from __future__ import annotations

@@ -52,9 +52,8 @@ def test_a_clean_virtualenv_runs_an_app_without_the_tools(wheel: Path, tmp_path:
     assert (venv / "bin" / "eddy").exists()  # the console script
     # The project's locked dependencies, but not the project: a path line, which
     # does not run the editable install's .pth that would put the repository back.
-    site = Path(
-        subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
-    )  # fmt: skip
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.check_output([python, "-c", where], text=True).strip())
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     user = write_package(tmp_path / "user")
     probe = (

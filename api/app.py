@@ -12,7 +12,7 @@ from fastapi.routing import APIRoute
 from api import errors, forward
 from api.auth import require_token
 from api.backend import Backend
-from api.routes import agents, dashboard, health, jobs, metrics, savepoints, snapshots, tables
+from api.routes import agents, dashboard, health, jobs, metrics, snapshots, tables
 
 if TYPE_CHECKING:
     from service.app.app import App
@@ -57,8 +57,9 @@ def _install(
     app.include_router(health.router)
     app.include_router(dashboard.router)
     guarded = [Depends(require_token)]
-    for module in (metrics, agents, tables, snapshots, savepoints, jobs):
+    for module in (metrics, agents, tables, snapshots, jobs):
         app.include_router(module.router, dependencies=guarded)
+    app.include_router(snapshots.internal, dependencies=guarded)
     generated = agents.install_views(app, backend.views(), guarded)
     if user_app is not None:
         app.include_router(user_app.router, dependencies=guarded)

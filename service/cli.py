@@ -100,16 +100,34 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("eddy")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m service",
+        prog="eddy",
         description="Eddy: stateful stream processing with event-time semantics on Kafka. "
-        "Settings come from EDDY_* environment variables (see the README).",
+        "Every command works on an app (--app module:attribute, or EDDY_APP); settings come "
+        "from EDDY_* environment variables (eddy config lists them).",
     )
+    parser.add_argument("--version", action="version", version=f"eddy {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    topics = commands.add_parser("topics", help="create Eddy's topics (idempotent)")
-    topics.add_argument("action", choices=["create"])
+    topics = commands.add_parser("topics", help="the app's topics: create or list them")
+    topic_actions = topics.add_subparsers(dest="action", required=True, metavar="action")
+    topic_actions.add_parser(
+        "create", help="create every topic the app uses, checking existing ones (idempotent)"
+    )
+    listing = topic_actions.add_parser(
+        "list", help="every topic the app uses, what for, and its partitions (no Kafka needed)"
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON")
     topics.set_defaults(handler=_topics)
 
     worker = commands.add_parser("worker", help="run one worker: agents + REST API")
@@ -137,8 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--output", default=None, help="where to write emissions (stdout)")
     replay.set_defaults(handler=_replay)
 
-    config = commands.add_parser("config", help="show the effective settings, or the table")
-    config.add_argument("--markdown", action="store_true", help="the README's settings table")
+    config = commands.add_parser(
+        "config", help="the effective settings (the framework's and the agents'), or their table"
+    )
+    config.add_argument(
+        "--markdown", action="store_true", help="the settings table of docs/configuration.md"
+    )
     config.set_defaults(handler=_config)
 
     status = commands.add_parser(
@@ -148,16 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print the JSON of GET /jobs")
     status.set_defaults(handler=_status)
 
-    snapshot = commands.add_parser(
-        "snapshot", help="snapshot the running app's state to Parquet (docs/snapshots.md)"
-    )
-    snapshot.add_argument("--url", default=None, help="a worker's API (default: EDDY_API_*)")
-    snapshot.add_argument("--list", action="store_true", help="list the complete snapshots")
-    snapshot.set_defaults(handler=_snapshot)
-
     from service.savepoint.args import add_arguments as savepoint_arguments
 
     savepoint_arguments(commands)
+    commands.choices["snapshot"].set_defaults(handler=_snapshot)
     commands.choices["savepoint"].set_defaults(handler=_savepoint)
     commands.choices["stop"].set_defaults(handler=_stop)
     _add_app_option(parser)

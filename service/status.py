@@ -19,9 +19,9 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from service.client import worker_url
 from service.errors import EddyError
 from service.settings import Settings
-from service.snapshot.cli import worker_url
 
 # The worker waits up to 5 s for each peer; leave it time to say which one is down.
 TIMEOUT_S = 15.0

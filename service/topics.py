@@ -7,8 +7,9 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiokafka import errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
@@ -161,11 +162,44 @@ async def _wait_for(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, i
     raise BrokerUnavailableError(f"topics {missing} did not appear after creation")
 
 
+def topic_roles(built: BuiltApp) -> list[dict[str, Any]]:
+    """Every topic the app uses, with what each is for (generated from the code,
+    for ``eddy topics list`` and docs/topics.md)."""
+    settings = built.settings
+    roles: dict[str, list[str]] = {}
+    partitions = {spec.name: spec.partitions for spec in app_topics(built)}
+
+    def add(topic: str, role: str) -> None:
+        roles.setdefault(topic, []).append(role)
+
+    for compiled in built.agents.values():
+        internal = {i.name for i in compiled.internal}
+        for stage in compiled.stages:
+            for topic in stage.sources:
+                add(topic, f"{'repartition' if topic in internal else 'input'} of {stage.name}")
+            broadcast = getattr(stage, "broadcast_topic", None)
+            if broadcast is not None:
+                add(broadcast, f"broadcast input of {stage.name}")
+            for topic in stage.output_topics:
+                if topic not in internal:
+                    add(topic, f"output of {stage.name}")
+            changelog = changelog_topic(settings, stage.name)
+            add(changelog, f"changelog of {stage.name} (compacted)")
+            partitions.setdefault(changelog, settings.partitions)
+    add(settings.dead_letters, "dead letters of every agent")
+    return [
+        {"topic": name, "partitions": partitions.get(name, settings.partitions), "roles": found}
+        for name, found in sorted(roles.items())
+    ]
+
+
 def run_cli(args: argparse.Namespace) -> int:
     from service.app.loader import load_app_and_settings
 
     app, settings = load_app_and_settings(getattr(args, "app", None))
     built = app.build(settings)
+    if args.action == "list":
+        return _list(built, as_json=args.json)
     specs = app_topics(built)
     for stage in built.stages:
         specs.append(
@@ -174,4 +208,14 @@ def run_cli(args: argparse.Namespace) -> int:
     counts = asyncio.run(ensure_topics(settings, specs))
     for name in sorted(counts):
         print(f"  {name}: {counts[name]} partitions")
+    return 0
+
+
+def _list(built: BuiltApp, *, as_json: bool) -> int:
+    found = topic_roles(built)
+    if as_json:
+        print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    for row in found:
+        print(f"{row['topic']}  ({row['partitions']} partitions): {'; '.join(row['roles'])}")
     return 0

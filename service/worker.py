@@ -26,11 +26,13 @@ from service.errors import ConfigError, EddyError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock, TimeWindow
 from service.jobs import JobsView, Scope
 from service.metrics import Metrics
+from service.operations import Operation, Operations
 from service.pipeline.base import Pipeline
 from service.pipeline.copartition import co_partition
 from service.runtime.engine import PipelineRuntime
 from service.savepoint.stop import AppStopper, Phase
 from service.settings import Settings
+from service.snapshot.catalog import Kind
 from service.snapshot.take import Snapshotter
 from service.topics import TopicSpec, app_topics, ensure_topics
 from tables.store import StateFormatError
@@ -78,6 +80,7 @@ class Worker:
         )
         self._periodic: asyncio.Task[None] | None = None
         self._jobs = JobsView(settings, lambda: self.runtimes, self.clock, lambda: self.endpoint)
+        self.operations = Operations(self.clock)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -293,17 +296,25 @@ class Worker:
             raise UnknownKeyError(f"{stage!r} does not run on this worker")
         return runtime
 
-    async def take_snapshot(self, snapshot_id: str | None, fan_out: bool) -> dict[str, Any]:
-        """Snapshot this worker's partitions (and, with ``fan_out``, every peer's)."""
-        return await self.snapshots.take_everywhere(snapshot_id, fan_out)
+    # -- long operations (REST answers 202 and the client polls) --------------------
 
-    async def take_savepoint(self, savepoint_id: str | None, fan_out: bool) -> dict[str, Any]:
-        """A savepoint of every worker's partitions (docs/savepoints.md)."""
-        return await self.savepoints.take_everywhere(savepoint_id, fan_out)
+    def start_snapshot(self, kind: Kind) -> Operation:
+        """Snapshot (or savepoint) every worker's partitions, in the background."""
+        taker = self.savepoints if kind == "savepoint" else self.snapshots
+        return self.operations.start(kind, taker.take_everywhere)
 
-    async def stop_app(self, savepoint: bool, phase: Phase) -> dict[str, Any]:
+    def start_stop(self, savepoint: bool) -> Operation:
         """Stop every worker of the app, after a final savepoint if asked."""
-        return await self._stopper.stop(savepoint=savepoint, phase=phase)
+        return self.operations.start("stop", lambda: self._stopper.stop(savepoint=savepoint))
+
+    async def take_part(self, kind: Kind, snapshot_id: str) -> dict[str, Any]:
+        """This worker's part of a snapshot (or savepoint) a peer coordinates."""
+        taker = self.savepoints if kind == "savepoint" else self.snapshots
+        return await taker.part(snapshot_id)
+
+    def stop_phase(self, phase: Phase) -> dict[str, Any]:
+        """One phase of a stop a peer coordinates."""
+        return self._stopper.phase(phase)
 
     async def jobs(self, scope: Scope) -> dict[str, Any]:
         """The operations view: this worker's partitions, or (``all``) every worker's."""

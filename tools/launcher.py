@@ -304,7 +304,7 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
 
 async def _snapshot_at_exit(base: str, settings: Settings) -> None:
     """The state as the run leaves it, for `make analytics` (docs/snapshots.md)."""
-    from service.snapshot.cli import request_snapshot
+    from service.client import request_snapshot
 
     try:
         with console.status("taking a snapshot of the state..."):
@@ -314,10 +314,10 @@ async def _snapshot_at_exit(base: str, settings: Settings) -> None:
         return
     if answer["complete"]:
         console.print(
-            f"snapshot {answer['snapshot_id']} ({answer['rows']} rows): {answer['location']}"
+            f"snapshot {answer['id']} ({answer['rows']} rows): {answer['location']}"
         )
     else:
-        console.print(f"[yellow]snapshot {answer['snapshot_id']} incomplete: {answer['missing']}")
+        console.print(f"[yellow]snapshot {answer['id']} incomplete: {answer['missing']}")
 
 
 def run_cli(args: argparse.Namespace) -> int:

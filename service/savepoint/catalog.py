@@ -1,106 +1,25 @@
-"""Finding, describing and disposing of savepoints under ``EDDY_SAVEPOINT_ROOT``.
-
-Savepoints share the snapshots' layout and publication (``service/snapshot``):
-``<root>/<app>/<id>/_manifest.json`` plus Parquet files per table and partition.
-"""
+"""Savepoints under ``EDDY_SAVEPOINT_ROOT``: finding one to resume from, and the
+marker ``stop --savepoint`` leaves so a plain restart does not go on from older
+commits. Listing and disposing are ``service/snapshot/catalog.py``'s, as for
+snapshots (both share one layout)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from service.errors import ConfigError
 from service.settings import Settings
-from service.snapshot.layout import ID_PATTERN, MANIFEST, SnapshotNotFoundError, SnapshotRoot
-
-
-class SavepointNotFoundError(SnapshotNotFoundError):
-    """No such savepoint: ``python -m service savepoint list`` shows them."""
+from service.snapshot import catalog
+from service.snapshot.layout import SnapshotRoot
 
 
 def open_root(settings: Settings) -> SnapshotRoot:
-    return SnapshotRoot.open(settings.savepoint_root)
-
-
-def summary(root: SnapshotRoot, manifest: dict[str, Any]) -> dict[str, Any]:
-    """What a user wants to know of a savepoint, without its per-file detail."""
-    pipelines: dict[str, dict[str, Any]] = {}
-    for name, count in manifest["pipelines"].items():
-        parts = [p for p in manifest["parts"] if p["pipeline"] == name]
-        tables: dict[str, dict[str, int]] = {}
-        for part in parts:
-            for table, info in part["tables"].items():
-                entry = tables.setdefault(
-                    table, {"rows": 0, "version": part.get("table_versions", {}).get(table, 1)}
-                )
-                entry["rows"] += info["rows"]
-        pipelines[name] = {
-            "partitions": count,
-            "rows": sum(p["rows"] for p in parts),
-            "tables": tables,
-            "committed_offsets": {str(p["partition"]): p["committed_offsets"] for p in parts},
-            "watermarks_ms": {str(p["partition"]): p["watermark_ms"] for p in parts},
-        }
-    return {
-        "savepoint_id": manifest["snapshot_id"],
-        "app_id": manifest["app_id"],
-        "created_ms": manifest["created_ms"],
-        "rows": manifest["rows"],
-        "location": root.url_of(root.snapshot_dir(manifest["app_id"], manifest["snapshot_id"])),
-        "pipelines": pipelines,
-    }
-
-
-def listing(settings: Settings) -> list[dict[str, Any]]:
-    """Every complete savepoint of the app, oldest first, summarised."""
-    root = open_root(settings)
-    return [summary(root, m) for m in root.manifests(settings.app_id)]
+    return catalog.open_root(settings, "savepoint")
 
 
 def locate(settings: Settings, reference: str) -> tuple[SnapshotRoot, dict[str, Any]]:
-    """The savepoint ``reference`` names: ``<id>`` of this app, or ``<app>/<id>``
-    (another app's: resuming into a new app id), or ``<id>`` of the only app that
-    has it.
-
-    Raises:
-        SavepointNotFoundError: none, or several apps have that id.
-    """
-    root = open_root(settings)
-    app, _, savepoint_id = reference.rpartition("/")
-    if not ID_PATTERN.match(savepoint_id):
-        raise SavepointNotFoundError(
-            f"{reference!r} is not a savepoint id (they look like 20260101T120000000Z, "
-            "optionally after <app>/)"
-        )
-    apps = [app] if app else [settings.app_id, *_other_apps(root, settings.app_id)]
-    found = [a for a in apps if root.exists(f"{root.snapshot_dir(a, savepoint_id)}/{MANIFEST}")]
-    if not found:
-        raise SavepointNotFoundError(
-            f"no complete savepoint {reference!r} under {root.uri}: "
-            "`python -m service savepoint list` shows this app's, EDDY_SAVEPOINT_ROOT sets where"
-        )
-    if len(found) > 1 and not app and found[0] != settings.app_id:
-        raise SavepointNotFoundError(
-            f"apps {', '.join(found)} each have savepoint {savepoint_id}: name one as <app>/<id>"
-        )
-    return root, root.manifest(found[0], savepoint_id)
-
-
-def dispose(settings: Settings, savepoint_id: str) -> str:
-    """Delete one of this app's savepoints; returns where it was."""
-    root, manifest = locate(settings, f"{settings.app_id}/{savepoint_id}")
-    path = root.snapshot_dir(manifest["app_id"], manifest["snapshot_id"])
-    root.delete_dir(path)
-    return root.url_of(path)
-
-
-def _other_apps(root: SnapshotRoot, app_id: str) -> list[str]:
-    return sorted(
-        info.base_name
-        for info in root.listdir(root.base)
-        if info.type == pafs.FileType.Directory and info.base_name != app_id
-    )
+    """The savepoint ``reference`` names (see :func:`service.snapshot.catalog.locate`)."""
+    return catalog.locate(settings, "savepoint", reference)
 
 
 # Written by ``stop --savepoint``, removed by a restore: a worker started without

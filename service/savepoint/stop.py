@@ -29,10 +29,11 @@ from service.settings import Settings
 from service.snapshot.take import Snapshotter, post_to_peer
 
 log = logging.getLogger(__name__)
-Phase = Literal["all", "hold", "release", "exit"]
+Phase = Literal["hold", "release", "exit"]
 PEER_TIMEOUT_S = 30.0
-# Time for the HTTP answer to leave before the worker shuts its API down.
-EXIT_DELAY_S = 0.3
+# Time for the answer, and a client polling the stop operation, to get through
+# before the worker shuts its API down.
+EXIT_DELAY_S = 1.0
 
 
 class SavepointIncompleteError(EddyError):
@@ -52,43 +53,50 @@ class AppStopper:
         self._savepoints = savepoints
         self._request_stop = request_stop
 
-    async def stop(self, *, savepoint: bool, phase: Phase = "all") -> dict[str, Any]:
-        """Run one phase here, or (``all``) coordinate every phase on every worker."""
-        if phase != "all":
-            self._local(phase)
-            return {"worker_id": self._settings.worker_id, "phase": phase}
+    def phase(self, phase: Phase) -> dict[str, Any]:
+        """Run one phase here (the coordinating worker asked)."""
+        self._local(phase)
+        return {"worker_id": self._settings.worker_id, "phase": phase}
+
+    async def stop(self, *, savepoint: bool) -> dict[str, Any]:
+        """Coordinate every phase on every worker (see the module docstring).
+
+        Raises:
+            SavepointIncompleteError: the final savepoint missed partitions; the
+                app was released and keeps running.
+        """
         peers = sorted(self._savepoints.peers())
         await self._everywhere("hold", peers)
         taken = None
         if savepoint:
-            taken = await self._savepoints.take_everywhere(None, fan_out=True)
+            taken = await self._savepoints.take_everywhere()
             if not taken["complete"]:
                 await self._everywhere("release", peers)
                 raise SavepointIncompleteError(
-                    f"savepoint {taken['snapshot_id']} is incomplete (no worker exported "
+                    f"savepoint {taken['id']} is incomplete (no worker exported "
                     f"{', '.join(taken['missing'])}); the app keeps running: retry once it "
                     "is rebalanced"
                 )
             await asyncio.to_thread(
-                catalog.mark_stopped, self._settings, taken["snapshot_id"], int(time.time() * 1000)
+                catalog.mark_stopped, self._settings, taken["id"], int(time.time() * 1000)
             )
         answers = await self._everywhere("exit", peers)
         return {"savepoint": taken, "workers": answers}
 
     async def _everywhere(self, phase: Phase, peers: list[str]) -> list[dict[str, Any]]:
-        body = {"savepoint": False, "phase": phase}
-        answers = await asyncio.gather(*(self._ask(peer, body) for peer in peers))
+        answers = await asyncio.gather(*(self._ask(peer, phase) for peer in peers))
         self._local(phase)
         return [{"worker_id": self._settings.worker_id, "phase": phase}, *answers]
 
-    async def _ask(self, peer: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _ask(self, peer: str, phase: Phase) -> dict[str, Any]:
+        url = f"{peer}/internal/stop/{phase}"
         try:
-            return await post_to_peer(self._settings, f"{peer}/stop", body, PEER_TIMEOUT_S)
+            return await post_to_peer(self._settings, url, {}, PEER_TIMEOUT_S)
         except (httpx.HTTPError, ValueError) as exc:
             # A worker that is gone needs no stopping; its partitions were cut by
             # whoever took them over (or the savepoint says they are missing).
-            log.warning("stop: worker at %s did not answer %s: %r", peer, body["phase"], exc)
-            return {"worker": peer, "phase": body["phase"], "error": repr(exc)}
+            log.warning("stop: worker at %s did not answer %s: %r", peer, phase, exc)
+            return {"worker": peer, "phase": phase, "error": repr(exc)}
 
     def _local(self, phase: Phase) -> None:
         if phase in ("hold", "release"):

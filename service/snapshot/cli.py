@@ -1,4 +1,5 @@
-"""``python -m service snapshot``: ask the running workers for a snapshot, or list them."""
+"""``eddy snapshot|savepoint create|list|show|dispose``: the same verbs for both
+(a savepoint also has ``restore``; see service/savepoint/cli.py)."""
 
 from __future__ import annotations
 
@@ -6,62 +7,82 @@ import argparse
 import time
 from typing import Any
 
-import httpx
+import orjson
 
-from service.errors import EddyError
+from service.client import WorkerClient, worker_url
 from service.settings import Settings
-from service.snapshot.layout import SnapshotRoot
+from service.snapshot import catalog
+from service.snapshot.catalog import Kind
 
 
-def worker_url(settings: Settings) -> str:
-    host = settings.api_host if settings.api_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    return f"http://{host}:{settings.api_port}"
-
-
-def request_snapshot(url: str, settings: Settings) -> dict[str, Any]:
-    """POST /snapshots to the worker at ``url``; the answer says if it is complete."""
-    headers = {}
-    token = settings.api_token
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token.get_secret_value()}"
-    timeout_s = settings.snapshot_timeout_ms / 1000 + 30
-    try:
-        response = httpx.post(f"{url}/snapshots", json={}, headers=headers, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        raise EddyError(
-            f"no worker answered at {url} ({exc}): start one (make run) or pass --url"
-        ) from None
-    if response.status_code != 200:
-        raise EddyError(f"the worker at {url} refused: {response.status_code} {response.text}")
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def _list(settings: Settings) -> int:
-    root = SnapshotRoot.open(settings.snapshot_root)
-    manifests = root.manifests(settings.app_id)
-    if not manifests:
-        print(f"no complete snapshot of {settings.app_id} under {root.uri}")
+def run_kind(kind: Kind, args: argparse.Namespace, settings: Settings) -> int:
+    """One of the shared verbs; 1 when a snapshot came out incomplete."""
+    if args.action == "create":
+        taken = WorkerClient(args.url or worker_url(settings), settings).run(f"/{kind}s")
+        if args.json:
+            print(as_json(taken))
+        return report_taken(kind, taken)
+    if args.action == "list":
+        found = catalog.listing(settings, kind)
+        print(as_json(found) if args.json else describe_listing(kind, settings, found))
         return 0
-    for manifest in manifests:
-        created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(manifest["created_ms"] / 1000))
-        location = root.url_of(root.snapshot_dir(settings.app_id, manifest["snapshot_id"]))
-        print(f"{manifest['snapshot_id']}  {created} UTC  {manifest['rows']:>10} rows  {location}")
+    if args.action == "show":
+        root, manifest = catalog.locate(settings, kind, args.id)
+        summary = catalog.summary(root, manifest)
+        print(as_json(summary) if args.json else describe(kind, summary))
+        return 0
+    location = catalog.dispose(settings, kind, args.id)
+    if args.json:
+        print(as_json({"id": args.id, "location": location}))
+    else:
+        print(f"disposed of {kind} {args.id} at {location}")
     return 0
+
+
+def report_taken(kind: str, taken: dict[str, Any]) -> int:
+    if not taken["complete"]:
+        print(
+            f"{kind} {taken['id']} is incomplete (not published): no worker exported "
+            f"{', '.join(taken['missing'])}; retry once the app is rebalanced"
+        )
+        return 1
+    print(f"{kind} {taken['id']}: {taken['rows']} rows at {taken['location']}")
+    return 0
+
+
+def describe_listing(kind: str, settings: Settings, found: list[dict[str, Any]]) -> str:
+    if not found:
+        root = catalog.open_root(settings, kind)  # type: ignore[arg-type]
+        return f"no complete {kind} of {settings.app_id} under {root.uri}"
+    return "\n".join(
+        f"{s['id']}  {utc(s['created_ms'])}  {s['rows']:>10} rows  {s['location']}" for s in found
+    )
+
+
+def describe(kind: str, summary: dict[str, Any]) -> str:
+    lines = [
+        f"{kind} {summary['id']} of {summary['app_id']}, "
+        f"{utc(summary['created_ms'])}, {summary['rows']} rows at {summary['location']}"
+    ]
+    for name, p in summary["stages"].items():
+        lines.append(f"  {name}: {p['partitions']} partitions, {p['rows']} rows")
+        for table, t in sorted(p["tables"].items()):
+            lines.append(f"    {table}: {t['rows']} rows, schema version {t['version']}")
+        for partition, offsets in sorted(p["committed_offsets"].items(), key=lambda i: int(i[0])):
+            lines.append(f"    partition {partition}: offsets {offsets}")
+    return "\n".join(lines)
+
+
+def utc(time_ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(time_ms / 1000))
+
+
+def as_json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
 def run_cli(args: argparse.Namespace) -> int:
     from service.app.loader import load_app_and_settings
 
     _, settings = load_app_and_settings(getattr(args, "app", None))
-    if args.list:
-        return _list(settings)
-    answer = request_snapshot(args.url or worker_url(settings), settings)
-    if not answer["complete"]:
-        print(
-            f"snapshot {answer['snapshot_id']} is incomplete (not published): no worker "
-            f"exported {', '.join(answer['missing'])}; retry once the app is rebalanced"
-        )
-        return 1
-    print(f"snapshot {answer['snapshot_id']}: {answer['rows']} rows at {answer['location']}")
-    return 0
+    return run_kind("snapshot", args, settings)

@@ -53,7 +53,7 @@ class Snapshotter:
         )
         # Savepoints are the operator's to delete (docs/savepoints.md), never pruned.
         self._retain = None if savepoint else settings.snapshot_retain
-        self._route = f"/{kind}s"
+        self._route = f"/internal/{kind}s"
         self._runtimes = runtimes
         self._clock = clock
         self._lock = asyncio.Lock()
@@ -128,10 +128,14 @@ class Snapshotter:
         )
         return published
 
-    async def take_everywhere(self, snapshot_id: str | None, fan_out: bool) -> dict[str, Any]:
-        """This worker's part and, with ``fan_out``, every peer's, under one id."""
+    async def part(self, snapshot_id: str) -> dict[str, Any]:
+        """This worker's part of ``snapshot_id`` (a peer asked for it)."""
+        return await self._answer(self.take(check_id(snapshot_id)))
+
+    async def take_everywhere(self, snapshot_id: str | None = None) -> dict[str, Any]:
+        """This worker's part and every peer's, under one id."""
         snapshot_id = check_id(snapshot_id or snapshot_id_at(self._clock.now_ms()))
-        peers = sorted(self.peers()) if fan_out else []
+        peers = sorted(self.peers())
         results = await asyncio.gather(
             self._answer(self.take(snapshot_id)),
             *(self._ask(peer, snapshot_id) for peer in peers),
@@ -141,7 +145,7 @@ class Snapshotter:
             complete, self.root, self.settings.app_id, snapshot_id, self._retain, self.kind
         )
         return {
-            "snapshot_id": snapshot_id,
+            "id": snapshot_id,
             "complete": manifest is not None,
             "missing": missing,
             "location": self.root.url_of(self.root.snapshot_dir(self.settings.app_id, snapshot_id)),
@@ -171,13 +175,10 @@ class Snapshotter:
         return endpoints - {me.endpoint if me is not None else None}
 
     async def _ask(self, peer: str, snapshot_id: str) -> dict[str, Any]:
-        body = {"snapshot_id": snapshot_id, "fan_out": False}
         timeout_s = self.settings.snapshot_timeout_ms / 1000
+        url = f"{peer}{self._route}/{snapshot_id}"
         try:
-            answer: dict[str, Any] = (
-                await post_to_peer(self.settings, f"{peer}{self._route}", body, timeout_s)
-            )["workers"][0]
-            return answer
+            return await post_to_peer(self.settings, url, {}, timeout_s)
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
             log.warning(
                 "%s %s: worker at %s did not take its part: %r", self.kind, snapshot_id, peer, exc

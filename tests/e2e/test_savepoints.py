@@ -205,7 +205,7 @@ async def test_stop_with_savepoint_and_resume_equals_an_uninterrupted_run(
     # The savepoint holds the open window's readings and its pending timer.
     shown = await asyncio.to_thread(_run_cli, settings, "savepoint", "show", savepoint_id, "--json")
     assert shown.returncode == 0, shown.stderr
-    tables = orjson.loads(shown.stdout)["pipelines"]["sensor_averages"]["tables"]
+    tables = orjson.loads(shown.stdout)["stages"]["sensor_averages"]["tables"]
     assert tables["windows"]["rows"] == SENSORS  # [15 s, 20 s) of every sensor
     assert tables["timers"]["rows"] >= SENSORS
 

@@ -21,8 +21,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.app.queries import partition_for
+from service.client import request_snapshot
 from service.settings import Settings
-from service.snapshot.cli import request_snapshot
 from service.topics import TopicSpec, ensure_topics
 from service.worker import Worker
 from tests.support.kafka import (
@@ -161,7 +161,7 @@ async def test_jobs_and_status_show_every_partition_caught_up(
         assert started_ms <= row["last_commit_ms"] <= int(time.time() * 1000)
         assert 0 <= row["latency_ms"] < 30_000
         assert row["records_in"] > 0
-    assert jobs["last_snapshot"]["id"] == snapshot["snapshot_id"]
+    assert jobs["last_snapshot"]["id"] == snapshot["id"]
     assert jobs["last_savepoint"] is None
 
     async with httpx.AsyncClient(timeout=30) as client:
@@ -184,7 +184,7 @@ async def test_jobs_and_status_show_every_partition_caught_up(
         assert line is not None, out
         assert settings.worker_id in line.group(1)
         assert "running" in line.group(1)
-    assert f"last snapshot: {snapshot['snapshot_id']}" in out
+    assert f"last snapshot: {snapshot['id']}" in out
     assert "last savepoint: none" in out
 
     code, out, err = await status_command("--url", url, "--json")

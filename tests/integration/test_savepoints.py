@@ -5,6 +5,7 @@ migration; the resumed pipeline goes on from the migrated values."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from agents.eos_checker import CheckerRecord
 from service import App, Context, StateDescriptor, Topic, ValueState
+from service.client import WorkerClient
 from service.savepoint import catalog
 from service.savepoint.plan import SavepointIncompatibleError
 from service.savepoint.restore import restore
@@ -95,14 +97,21 @@ async def test_savepoints_over_rest_and_state_evolution_on_resume(tmp_path: Path
     worker = Worker(settings, v1)
     try:
         await _run_until(worker, 5 * KEYS)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{worker.api_port}") as client:
-            taken = (await client.post("/savepoints", json={})).json()
+        base = f"http://127.0.0.1:{worker.api_port}"
+        async with httpx.AsyncClient(base_url=base) as client:
+            started = await client.post("/savepoints")
+            assert started.status_code == 202
+            assert started.headers["location"] == f"/operations/{started.json()['operation_id']}"
+            taken = await asyncio.to_thread(WorkerClient(base, settings).run, "/savepoints")
             assert taken["complete"], taken
-            savepoint_id = taken["snapshot_id"]
+            savepoint_id = taken["id"]
             listed = (await client.get("/savepoints")).json()
-            assert [s["savepoint_id"] for s in listed] == [savepoint_id]
+            assert len(listed["items"]) == 2  # the one started above, and this one
+            assert savepoint_id in [s["id"] for s in listed["items"]]
+            one = (await client.get("/savepoints", params={"limit": 1})).json()
+            assert one["next_after"] == one["items"][0]["id"]
             shown = (await client.get(f"/savepoints/{savepoint_id}")).json()
-            tables = shown["pipelines"]["evolving"]["tables"]
+            tables = shown["stages"]["evolving"]["tables"]
             assert tables["state.count"] == {"rows": KEYS, "version": 1}
             assert tables["state.last"] == {"rows": KEYS, "version": 1}
             bad = await client.get("/savepoints/yesterday")
@@ -111,8 +120,8 @@ async def test_savepoints_over_rest_and_state_evolution_on_resume(tmp_path: Path
             missing = await client.get("/savepoints/20200101T000000000Z")
             assert missing.status_code == 404
             assert "savepoint" in missing.json()["detail"]
-            # A second one, disposed of: only the operator deletes savepoints.
-            other = (await client.post("/savepoints", json={})).json()["snapshot_id"]
+            # The other one, disposed of: only the operator deletes savepoints.
+            (other,) = [s["id"] for s in listed["items"] if s["id"] != savepoint_id]
             assert (await client.delete(f"/savepoints/{other}")).status_code == 200
             assert (await client.get(f"/savepoints/{other}")).status_code == 404
     finally:

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from service.client import request_snapshot
 from service.settings import Settings
-from service.snapshot.cli import request_snapshot
 from service.snapshot.layout import SnapshotRoot
 from service.topics import TopicSpec, changelog_topic, ensure_topics
 from service.worker import Worker
@@ -149,7 +149,7 @@ async def test_a_snapshot_taken_while_ingesting_is_the_state_at_its_offsets(
     assert answer["complete"], answer
     root = SnapshotRoot.open(settings.snapshot_root)
     manifest = root.manifest(settings.app_id)
-    assert manifest["snapshot_id"] == answer["snapshot_id"]
+    assert manifest["snapshot_id"] == answer["id"]
     assert manifest["pipelines"] == {"sensor_alerts": 3, "sensor_averages": 3}
     parts = {(p["pipeline"], p["partition"]): p for p in manifest["parts"]}
     taken = sum(
@@ -230,7 +230,7 @@ async def test_a_quiet_snapshot_equals_every_rest_answer(running: tuple[Settings
     answer = await asyncio.to_thread(request_snapshot, url, settings)
     assert answer["complete"]
     root = SnapshotRoot.open(settings.snapshot_root)
-    manifest = root.manifest(settings.app_id, answer["snapshot_id"])
+    manifest = root.manifest(settings.app_id, answer["id"])
     alerts = {
         row[2]: orjson.loads(row[5])
         for rows in exported(root, manifest, "sensor_alerts").values()

@@ -408,8 +408,8 @@ async def test_request_latency_is_observed_per_route_template(backend: FakeBacke
 
 
 async def test_a_snapshot_id_that_is_no_real_time_is_a_422(client: AsyncClient) -> None:
-    bad = await client.post("/snapshots", json={"snapshot_id": "67443345T388804869Z"})
+    bad = await client.get("/snapshots/67443345T388804869Z")
     assert bad.status_code == 422
     assert "not a real date" in bad.json()["detail"]
-    unsupported = await client.post("/snapshots", json={})
+    unsupported = await client.post("/snapshots")
     assert unsupported.status_code == 400  # the fake backend takes no snapshots

@@ -1,5 +1,6 @@
-"""The reference app: the book's applications as Eddy agents, one module each,
-written only with the public API (``from service import ...``).
+"""The reference app: Eddy's example applications (sensor windows and alerts, a
+game, hashtags, a vehicle speed check) as agents, one module each, written only
+with the public API (``from service import ...``).
 
 ``eddy worker`` runs it by default (``--app agents:app``). ``sensor_rooms``,
 ``postgres_sink`` and ``eos_checker`` need a service of their own, or are for

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
 class SensorReading(BaseModel):
-    """The seeds' ``SensorReading``: a sensor's temperature (Fahrenheit) at an instant."""
+    """A sensor's temperature (Fahrenheit) at an instant."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
@@ -25,7 +25,7 @@ class SensorReading(BaseModel):
 
 
 class ThresholdUpdate(BaseModel):
-    """The seeds' ``ThresholdUpdate`` on the control topic: 0.0 removes a threshold."""
+    """A sensor's alert threshold, on the control topic: 0.0 removes it."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 

@@ -11,7 +11,7 @@ import contextlib
 from pydantic import BaseModel, Field
 
 from agents.app import app
-from service import Queries, QueryError
+from service import QUERY_ERRORS, Queries, QueryError
 
 ROLLING_MS = 60_000
 MAX_WINDOWS = 1_000
@@ -35,7 +35,9 @@ class SensorSummary(BaseModel):
     )
 
 
-@app.router.get("/sensors/{key}", response_model=SensorSummary, tags=["sensors"])
+@app.router.get(
+    "/sensors/{key}", response_model=SensorSummary, responses=QUERY_ERRORS, tags=["sensors"]
+)
 async def sensor_summary(key: str, queries: Queries) -> SensorSummary:
     """A sensor's latest reading and its statistics over its newest minute of windows."""
     newest = queries.windows("sensor_averages", key, newest_first=True, limit=MAX_WINDOWS)
@@ -69,7 +71,12 @@ class Agreement(BaseModel):
     rolling_agreement: float = Field(description="Over the vehicle's last 100 checks.")
 
 
-@app.router.get("/vehicles/{key}/agreement", response_model=Agreement, tags=["vehicles"])
+@app.router.get(
+    "/vehicles/{key}/agreement",
+    response_model=Agreement,
+    responses=QUERY_ERRORS,
+    tags=["vehicles"],
+)
 async def vehicle_agreement(key: str, queries: Queries) -> Agreement:
     """How often the vehicle's phone app agrees with its OBD device."""
     checks = queries.windows("vehicle_speed", key, newest_first=True, limit=10_000).windows

@@ -1,5 +1,5 @@
-"""Sensor alerts: the book's process-function examples in one keyed function
-with a broadcast input.
+"""Sensor alerts: the rules of agents/sensor_functions.py (rising, freezing,
+threshold, self-cleaning state) in one keyed function with a broadcast input.
 
 Per sensor:
 

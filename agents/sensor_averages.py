@@ -1,9 +1,9 @@
 """Average, min and max temperature per sensor per event-time window.
 
-The book's first example: readings keyed by sensor, 5 s tumbling windows, a
-watermark 1 s behind the newest reading. A window emits exactly one result when
-the watermark passes its end; readings too late for it go to ``late-readings``;
-records that are not readings go to the dead-letter topic.
+The simplest event-time pipeline: readings keyed by sensor, 5 s tumbling
+windows, a watermark 1 s behind the newest reading. A window emits exactly one
+result when the watermark passes its end; readings too late for it go to
+``late-readings``; records that are not readings go to the dead-letter topic.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The book's late-data example: readings per sensor per 10 s window, with 5 s of
-allowed lateness. A window emits ``first`` when the watermark passes its end,
+"""Late data (docs/semantics.md, "Allowed lateness and late data"): readings per
+sensor per 10 s window, with 5 s of allowed lateness. A window emits ``first`` when the watermark passes its end,
 then an ``update`` for each reading arriving within the lateness; readings later
 than that go to their own topic.
 """
@@ -18,7 +18,7 @@ ALLOWED_LATENESS_MS = 5_000
 
 
 class SensorCount(BaseModel):
-    """The book's ``(id, window_end, count, "first" | "update")``."""
+    """A window's count per sensor, marked ``first`` or ``update``."""
 
     sensor_id: str
     window_start_ms: int

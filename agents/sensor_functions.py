@@ -1,5 +1,5 @@
-"""The seeds' sensor functions (docs/semantics.md, reference applications E5-E15),
-written against Eddy's process-function API. Pipelines in this package run them;
+"""Sensor process functions (docs/semantics.md, "Process functions", "Timers",
+"Broadcast state"), written against Eddy's process-function API. Pipelines in this package run them;
 the unit tests run them in the harness.
 
 Readings are dicts ``{"sensor_id", "timestamp_ms", "temperature"}`` (Fahrenheit).
@@ -16,7 +16,7 @@ ONE_HOUR_MS = 3_600_000
 
 
 class TempIncreaseAlert:
-    """E5: alert when a sensor's temperature rose monotonically for 1 s of
+    """Alert when a sensor's temperature rose monotonically for 1 s of
     processing time. A drop deletes the pending timer."""
 
     def __init__(self, interval_ms: int = 1_000) -> None:
@@ -46,7 +46,7 @@ class TempIncreaseAlert:
 
 
 class FreezingMonitor:
-    """E6: every reading to the main output; below 32 F also an alarm to the
+    """Every reading to the main output; below 32 F also an alarm to the
     ``freezing-alarms`` side output."""
 
     def process_element(self, reading: dict[str, Any], ctx: Context) -> None:
@@ -56,7 +56,7 @@ class FreezingMonitor:
 
 
 class ReadingFilter:
-    """E7: readings connected with switches ``(sensor_id, duration_ms)``; a switch
+    """Readings connected with switches ``(sensor_id, duration_ms)``; a switch
     forwards its sensor's readings until a processing-time timer turns it off."""
 
     def process_element1(self, reading: dict[str, Any], ctx: Context) -> None:
@@ -80,7 +80,7 @@ class ReadingFilter:
 
 
 class UpdatableTemperatureAlert:
-    """E14: thresholds per sensor arrive on a broadcast stream (``0.0`` removes
+    """Thresholds per sensor arrive on a broadcast stream (``0.0`` removes
     one); only sensors with a threshold alert on a change larger than it."""
 
     def process_broadcast_element(self, update: dict[str, Any], ctx: BroadcastContext) -> None:
@@ -108,7 +108,7 @@ class UpdatableTemperatureAlert:
 
 
 class SelfCleaningTemperatureAlert:
-    """E12 + E15: alert on a change larger than ``threshold``; an event-time timer
+    """Alert on a change larger than ``threshold``; an event-time timer
     one hour after a sensor's last reading clears its state, so state does not
     grow with sensors that went away."""
 

@@ -1,6 +1,6 @@
-"""The book's ``MinMaxTemp``: lowest and highest temperature per sensor per 5 s
-window, computed incrementally, with a process-window function that adds the
-window's end, as its ``HighAndLowTempProcessFunction`` does.
+"""``MinMaxTemp``: lowest and highest temperature per sensor per 5 s window,
+computed incrementally, with a process-window function that adds the window's
+end (docs/semantics.md, "Window functions").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The seeds' async I/O example (E18): each reading enriched with its sensor's
-room, looked up in an HTTP service (``python -m tools rooms``; make run starts
+"""Async I/O (docs/semantics.md, "Async enrichment"): each reading enriched with
+its sensor's room, looked up in an HTTP service (``python -m tools rooms``; make run starts
 one). A sensor the service does not know, or a lookup that keeps failing or is not
 answered within the timeout, gets ``UNKNOWN ROOM``.
 """

@@ -1,4 +1,4 @@
-"""Team power-ups (the book's mobile game): a team earns a power-up when its
+"""Team power-ups in a mobile game: a team earns a power-up when its
 players pop 500 bubbles within one event-time minute.
 
 Phones go offline in tunnels and deliver their events late, so the window keeps

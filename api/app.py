@@ -12,6 +12,7 @@ from fastapi.routing import APIRoute
 from api import errors, forward
 from api.auth import require_token
 from api.backend import Backend
+from api.errors import PROBLEM_RESPONSES
 from api.routes import agents, dashboard, health, jobs, metrics, snapshots, tables
 
 if TYPE_CHECKING:
@@ -35,8 +36,18 @@ def create_app(
         title="Eddy" if app is None else f"Eddy: {app.name}",
         summary="Queries on the live state of an Eddy app's agents.",
         version=__version__,
+        # Every error is a JSON problem (RFC 9457): declared once, for every route.
+        responses={status: PROBLEM_RESPONSES[status] for status in (422, 500)},
     )
     _install(api, backend, api_token, observe, app)
+    generate = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            api.openapi_schema = errors.problem_media_type(generate())
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
     return api
 
 
@@ -57,12 +68,13 @@ def _install(
     app.include_router(health.router)
     app.include_router(dashboard.router)
     guarded = [Depends(require_token)]
+    unauthorized: dict[int | str, dict[str, Any]] = {401: PROBLEM_RESPONSES[401]}
     for module in (metrics, agents, tables, snapshots, jobs):
-        app.include_router(module.router, dependencies=guarded)
+        app.include_router(module.router, dependencies=guarded, responses=unauthorized)
     app.include_router(snapshots.internal, dependencies=guarded)
     generated = agents.install_views(app, backend.views(), guarded)
     if user_app is not None:
-        app.include_router(user_app.router, dependencies=guarded)
+        app.include_router(user_app.router, dependencies=guarded, responses=unauthorized)
         _aliases(app, generated, user_app.aliases, guarded)
     if observe is not None:
         _time_requests(app, observe)
@@ -80,7 +92,7 @@ def _aliases(
             alias,
             route.endpoint,
             response_model=route.response_model,
-            responses=route.responses,
+            responses={**route.responses, 401: PROBLEM_RESPONSES[401]},
             name=f"alias:{alias}",
             summary=f"Alias of {target}",
             tags=["aliases"],

@@ -10,10 +10,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.app.queries import NoDataYetError, PartitionUnavailableError, UnknownKeyError
+from service.app.web import Problem
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
@@ -23,28 +23,32 @@ class BadRequestError(Exception):
     """A request the API understood but cannot serve as asked (400)."""
 
 
-class Problem(BaseModel):
-    """An error, as every error response carries it (RFC 9457)."""
-
-    type: str = "about:blank"
-    title: str = Field(description="The HTTP status's phrase.")
-    status: int
-    detail: str = Field(description="What went wrong, for a person.")
-    instance: str = Field(description="The request path.")
-    partition: int | None = Field(None, description="503: the partition that is unavailable.")
-
-
 _WHY = {
     400: "A parameter is inconsistent (a range, a limit above the maximum)",
+    401: "EDDY_API_TOKEN is set and the request has no (or the wrong) bearer token",
     404: "No such agent, view or key",
     409: "The key is known but has no result yet",
     422: "A parameter is malformed",
+    500: "A bug in Eddy or in an agent's route; the worker's log has the details",
     503: "The key's partition is restoring or moving; retry after Retry-After seconds",
 }
-PROBLEM_RESPONSES: dict[int, dict[str, object]] = {
-    status: {"model": Problem, "description": why, "content": {PROBLEM: {}}}
-    for status, why in _WHY.items()
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "description": why} for status, why in _WHY.items()
 }
+
+
+def problem_media_type(schema: dict[str, Any]) -> dict[str, Any]:
+    """FastAPI puts a response model under application/json; an error answers
+    application/problem+json, so the schema says that."""
+    ref = "#/components/schemas/Problem"
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                body = content.get("application/json")
+                if body is not None and body.get("schema", {}).get("$ref") == ref:
+                    content[PROBLEM] = content.pop("application/json")
+    return schema
 
 
 def problem(

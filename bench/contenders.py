@@ -5,6 +5,12 @@ the same pre-loaded topic from the beginning as a consumer group, and commits
 its offsets; the harness watches those commits (:mod:`bench.drain`). What each
 one writes is read back and checked against the recomputation
 (:mod:`bench.verify`).
+
+Eddy runs the reference app's ``sensor_averages`` agent (``EDDY_AGENTS``), whose
+topics have fixed names behind ``EDDY_TOPIC_PREFIX``: an input is therefore
+named ``<prefix>sensor-readings`` (:func:`input_topic`), and every Eddy contender
+on it runs with that prefix, writing ``<prefix>sensor-averages``, which the
+harness makes afresh before each one (:func:`output_topic`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.topics import AVERAGES, LATE_READINGS, READINGS
 from bench.errors import BenchError
 from bench.procs import Proc
 
@@ -71,24 +78,73 @@ class Launched:
     api_port: int | None = None
 
 
+def input_topic(prefix: str) -> str:
+    """The name of an input topic under ``prefix``: Eddy reads it with
+    ``EDDY_TOPIC_PREFIX=prefix`` (the others read any topic)."""
+    return f"{prefix}{READINGS.name}"
+
+
+def eddy_prefix(inp: Input) -> str:
+    """The topic prefix under which Eddy's ``sensor_averages`` reads ``inp``."""
+    prefix, found, rest = inp.topic.rpartition(READINGS.name)
+    if not found or rest:
+        raise BenchError(f"input {inp.topic}: Eddy reads only topics named *{READINGS.name}")
+    return prefix
+
+
+def output_topic(c: Contender, inp: Input, app_id: str) -> str | None:
+    """The topic of ``c``'s window results on ``inp`` (None: Faust, the ceilings).
+
+    Eddy's is shared by the Eddy contenders of one input (they run one at a time):
+    made afresh before each, it holds only the results of the one that runs.
+    """
+    if c.family == "eddy":
+        return f"{eddy_prefix(inp)}{AVERAGES.name}"
+    if c.family in ("quix", "kstreams"):
+        return f"{app_id}-averages"
+    return None
+
+
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EDDY_", "BENCH_"))}
     env.update(extra)
     return env
 
 
+def before_agents(eddy_src: Path | None) -> bool:
+    """Whether ``eddy_src`` is a tree from before the agent API (no ``agents.app``):
+    its workers take ``EDDY_PIPELINES`` and a topic name per setting."""
+    return eddy_src is not None and not (eddy_src / "agents" / "app.py").exists()
+
+
 def eddy_env(
-    c: Contender, inp: Input, app_id: str, state_dir: Path, api_port: int, bootstrap: str
+    c: Contender,
+    inp: Input,
+    app_id: str,
+    state_dir: Path,
+    api_port: int,
+    bootstrap: str,
+    legacy: bool = False,
 ) -> dict[str, str]:
+    """A worker running ``sensor_averages`` on ``inp`` (``legacy``: a tree from before
+    the agent API, see :func:`before_agents`; same topics, older variables)."""
+    prefix = eddy_prefix(inp)
+    topics = (
+        {
+            "EDDY_PIPELINES": "sensor_averages",
+            "EDDY_READINGS_TOPIC": inp.topic,
+            "EDDY_AVERAGES_TOPIC": f"{prefix}{AVERAGES.name}",
+            "EDDY_LATE_TOPIC": f"{prefix}{LATE_READINGS.name}",
+            "EDDY_DEAD_LETTER_TOPIC": f"{prefix}dead-letters",
+            "EDDY_TOPIC_PREFIX": f"{app_id}-",
+        }
+        if legacy
+        else {"EDDY_AGENTS": "sensor_averages", "EDDY_TOPIC_PREFIX": prefix}
+    )
     return _clean_env(
+        **topics,
         EDDY_BOOTSTRAP_SERVERS=bootstrap,
-        EDDY_PIPELINES="sensor_averages",
         EDDY_APP_ID=app_id,
-        EDDY_READINGS_TOPIC=inp.topic,
-        EDDY_AVERAGES_TOPIC=f"{app_id}-averages",
-        EDDY_LATE_TOPIC=f"{app_id}-late",
-        EDDY_DEAD_LETTER_TOPIC=f"{app_id}-dead",
-        EDDY_TOPIC_PREFIX=f"{app_id}-",
         EDDY_PARTITIONS=str(inp.partitions),
         EDDY_STATE_DIR=str(state_dir),
         EDDY_PROCESSING_GUARANTEE=c.guarantee,
@@ -124,16 +180,15 @@ def launch(
         argv += ["--commit-interval-ms", str(c.commit_interval_ms)]
         return Launched(c, Proc(c.name, argv, log, _clean_env(), ROOT), app_id, None)
     if c.family == "eddy":
-        env = eddy_env(c, inp, app_id, state, api_port, bootstrap)
+        env = eddy_env(c, inp, app_id, state, api_port, bootstrap, before_agents(eddy_src))
         argv = [py, "-m", "service", "worker"]
         if profile_to is not None:
             # A statistical profiler (1 ms samples) rather than cProfile: it leaves the
             # per-call costs of a hot loop of small functions undistorted.
             argv[1:1] = ["-m", "pyinstrument", "-r", "text", "-o", str(profile_to)]
         proc = Proc(c.name, argv, log, env, eddy_src or ROOT)
-        return Launched(
-            c, proc, f"{app_id}.sensor_averages", f"{app_id}-averages", api_port=api_port
-        )
+        output = output_topic(c, inp, app_id)
+        return Launched(c, proc, f"{app_id}.sensor_averages", output, api_port=api_port)
     if c.family == "faust":
         env = _clean_env(
             BENCH_FAUST_BOOTSTRAP=bootstrap,
@@ -147,7 +202,7 @@ def launch(
         argv = [py, "-m", "bench.faust_app", "worker", "--loglevel", "warn"]
         proc = Proc(c.name, argv, log, env, ROOT)
         return Launched(c, proc, app_id, None, changelog=f"{app_id}-averages-changelog")
-    output = f"{app_id}-averages"
+    output = f"{app_id}-averages"  # output_topic(): Quix and Kafka Streams
     if c.family == "quix":
         argv = [py, "-m", "bench.quix_app", "--bootstrap", bootstrap, "--input", inp.topic]
         argv += ["--output", output, "--group", app_id, "--state-dir", str(state)]

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from bench.contenders import ROOT, Contender, Input, Launched, eddy_env
+from bench.contenders import ROOT, Contender, Input, Launched, eddy_env, eddy_prefix, input_topic
 from bench.drain import drain
 from bench.kafkaio import Kafka
 from bench.machine import write_result
@@ -64,7 +64,7 @@ def worker(inp: Input, app_id: str, run_dir: Path, url: str, ordered: bool) -> P
     contender = Contender(app_id, "eddy", "exactly_once", 100)
     env = eddy_env(contender, inp, app_id, run_dir / f"{app_id}-state", free_port(), BOOTSTRAP)
     env.update(
-        EDDY_PIPELINES="sensor_rooms",
+        EDDY_AGENTS="sensor_rooms",
         EDDY_ROOM_SERVICE_URL=url,
         EDDY_LOOKUP_CAPACITY=str(CAPACITY),
         EDDY_LOOKUP_ORDERED=str(ordered).lower(),
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     kafka = Kafka(BOOTSTRAP)
     run_dir = Path(".eddy/bench") / f"enrich-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    topic = f"bench-enrich-input-{uuid.uuid4().hex[:6]}"
+    topic = input_topic(f"bench-enrich-input-{uuid.uuid4().hex[:6]}-")
     kafka.create(topic, PARTITIONS)
     shape = shape_for(args.readings)
     preload(BOOTSTRAP, topic, PARTITIONS, shape, base_ms())
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{results[name]['cpu_s_per_million']:.0f} CPU s per million)"
             )
     finally:
-        kafka.delete([topic])
+        kafka.delete_prefixed(eddy_prefix(inp))  # the input, the rooms and dead letters
         kafka.close()
     base = results["0ms-ordered"]["events_per_s"] or 1
     for name in VARIANTS:

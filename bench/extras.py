@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from bench import javaperf
-from bench.contenders import BY_NAME, Input, Launched
+from bench.contenders import BY_NAME, Input, Launched, input_topic
 from bench.drain import drain
 from bench.errors import BenchError
 from bench.latency import LiveLoad, ResultReader, latencies, percentile
@@ -234,7 +234,7 @@ def rest_during_ingest(run: Run, inp: Input) -> dict[str, Any]:
 def latency(run: Run, name: str, partitions: int, rate_per_s: int) -> dict[str, Any]:
     c = BY_NAME[name]
     label = f"{name}-live-{partitions}p"
-    topic = f"{run.prefix}{label}-in"
+    topic = input_topic(f"{run.prefix}{label}-")
     run.kafka.create(topic, partitions)
     inp = Input(topic, partitions, 0)
     launched = start(run, c, inp, label)

@@ -23,7 +23,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # type: ignore[import-untyped]
 
 from bench.workload import BOUND_MS, WINDOW_MS, encode
-from service.queries import partition_for
+from service.app.queries import partition_for
 
 WARMUP_MS = 20_000
 TICK_S = 0.01

@@ -19,10 +19,11 @@ from typing import Any
 
 import asyncpg
 
-from agents.postgres_sink import WindowAverage, sensor_sink
+from agents.postgres_sink import WINDOW_AVERAGES, WindowAverage, upsert_to
 from bench.machine import write_result
 from service.pipeline.pgmigrate import quote
 from service.pipeline.pgsink import PostgresSink
+from service.pipeline.source import Source
 from tools import postgres
 
 SCHEMA = "bench_pgsink"
@@ -47,6 +48,14 @@ def results(rows: int, sensors: int) -> list[WindowAverage]:
     ]
 
 
+def sink_stage(dsn: str, batch_rows: int) -> PostgresSink:
+    """The postgres_sink agent's stage, as the app compiles it (agents/postgres_sink.py),
+    into ``SCHEMA``: the same tables, migrations and batching."""
+    target = upsert_to(dsn, SCHEMA, max_batch_rows=batch_rows)
+    source = Source(WINDOW_AVERAGES.name, WINDOW_AVERAGES.codec)
+    return PostgresSink("postgres_sink", source, target)
+
+
 async def write_all(
     sink: PostgresSink, values: list[WindowAverage], batch_rows: int, partitions: int
 ) -> float:
@@ -69,7 +78,7 @@ async def measure(
     dsn: str, rows: int, sensors: int, batch_rows: int, partitions: int
 ) -> dict[str, Any]:
     values = results(rows, sensors)
-    sink = sensor_sink(dsn, SCHEMA, max_batch_rows=batch_rows)
+    sink = sink_stage(dsn, batch_rows)
     connection = await asyncpg.connect(dsn)
     try:
         await connection.execute(f"DROP SCHEMA IF EXISTS {quote(SCHEMA)} CASCADE")

@@ -22,7 +22,16 @@ from confluent_kafka import KafkaException  # type: ignore[import-untyped]
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench.contenders import BY_NAME, CONTENDERS, Contender, Input, Launched, build_kstreams
+from bench.contenders import (
+    BY_NAME,
+    CONTENDERS,
+    Contender,
+    Input,
+    Launched,
+    build_kstreams,
+    input_topic,
+    output_topic,
+)
 from bench.contenders import launch as launch_contender
 from bench.drain import Drain, drain
 from bench.errors import BenchError
@@ -103,7 +112,7 @@ def progress(console: Console) -> Progress:
 
 def load_input(run: Run, partitions: int) -> tuple[Input, Expected]:
     shape = shape_for(run.options.readings)
-    topic = f"{run.prefix}readings-{partitions}p"
+    topic = input_topic(f"{run.prefix}{partitions}p-")
     run.kafka.create(topic, partitions)
     started = time.monotonic()
     with run.console.status(f"Pre-loading {shape.total:,} readings into {topic}…"):
@@ -128,10 +137,12 @@ def fresh_app_id(run: Run, label: str) -> str:
 
 def start(run: Run, c: Contender, inp: Input, label: str) -> Launched:
     app_id = fresh_app_id(run, label)
-    if c.family in ("eddy", "quix", "kstreams"):
+    output = output_topic(c, inp, app_id)
+    if output is not None:
         # Kafka Streams never creates its output, Quix with 1 partition; made here for
         # all three alike (so a latency reader can subscribe before the first result).
-        run.kafka.create(f"{app_id}-averages", inp.partitions)
+        # Afresh: the Eddy contenders of one input share theirs (bench.contenders).
+        run.kafka.create(output, inp.partitions)
     launched = launch_contender(
         c, inp, app_id, run.dir, run.options.bootstrap, free_port(), run.options.eddy_src
     )

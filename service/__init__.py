@@ -72,21 +72,22 @@ from service.serde import DecodeError, EncodeError, Json, JsonModel, Serde
 from service.testing import TestDriver
 
 if TYPE_CHECKING:
-    from service.app.web import Queries
+    from service.app.web import QUERY_ERRORS, Queries
 
 __version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:
     # FastAPI costs a third of a second to import; only apps with routes pay it.
-    if name == "Queries":
-        from service.app.web import Queries
+    if name in ("Queries", "QUERY_ERRORS"):
+        from service.app import web
 
-        return Queries
+        return getattr(web, name)
     raise AttributeError(f"module 'service' has no attribute {name!r}")
 
 
 __all__ = [
+    "QUERY_ERRORS",
     "AgentDef",
     "AgentSettings",
     "AggregateFunction",

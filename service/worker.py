@@ -332,7 +332,7 @@ class Worker:
                 "ready": rt.ready,
                 "partitions": sorted(rt.tasks),
                 "restoring": sorted(rt.restoring),
-                "watermarks_ms": watermarks,
+                "watermarks_ms": {str(p): w for p, w in watermarks.items()},
                 "min_watermark_lag_ms": now_ms - max(watermarks.values()) if watermarks else None,
                 "max_watermark_lag_ms": now_ms - min(watermarks.values()) if watermarks else None,
                 "records_in": _value(self.metrics, "eddy_records_in_total", pipeline=name),

@@ -313,9 +313,7 @@ async def _snapshot_at_exit(base: str, settings: Settings) -> None:
         console.print(f"[yellow]no snapshot at exit: {exc}")
         return
     if answer["complete"]:
-        console.print(
-            f"snapshot {answer['id']} ({answer['rows']} rows): {answer['location']}"
-        )
+        console.print(f"snapshot {answer['id']} ({answer['rows']} rows): {answer['location']}")
     else:
         console.print(f"[yellow]snapshot {answer['id']} incomplete: {answer['missing']}")
 

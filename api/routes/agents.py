@@ -31,7 +31,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from api.deps import BackendDep
-from api.errors import BadRequestError
+from api.errors import PROBLEM_RESPONSES, BadRequestError
 from api.forward import ask_owners
 from api.params import FromMs, Key, Limit, ToMs, page_limit
 from api.schemas import Freshness
@@ -41,6 +41,10 @@ from service.app.queries import key_order
 router = APIRouter(prefix="/agents", tags=["agents"])
 Name = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
 MAX_TIME_MS = 2**62
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {s: PROBLEM_RESPONSES[s] for s in statuses}
 
 
 class ViewInfo(BaseModel):
@@ -87,7 +91,7 @@ async def agents(backend: BackendDep) -> Agents:
     return Agents(agents=found, served_by=backend.worker_id)
 
 
-@router.get("/{agent}/owner/{key}", response_model=KeyOwner)
+@router.get("/{agent}/owner/{key}", response_model=KeyOwner, responses=_errors(404, 503))
 async def owner(backend: BackendDep, agent: Name, key: Key) -> KeyOwner:
     """The partition of ``key`` and the worker that owns it now (as of the last
     rebalance), to query it there directly."""
@@ -97,7 +101,7 @@ async def owner(backend: BackendDep, agent: Name, key: Key) -> KeyOwner:
     )
 
 
-@router.get("/{agent}/keys", response_model=Keys)
+@router.get("/{agent}/keys", response_model=Keys, responses=_errors(400, 404, 503))
 async def keys(
     request: Request,
     backend: BackendDep,
@@ -164,7 +168,7 @@ def install_views(app: FastAPI, views: list[View], guard: list[Any]) -> dict[str
             _window_routes(typed, view)
         else:
             _state_route(typed, view)
-    app.include_router(typed, dependencies=guard)
+    app.include_router(typed, dependencies=guard, responses={401: PROBLEM_RESPONSES[401]})
     return {route.path: route for route in typed.routes if isinstance(route, APIRoute)}
 
 
@@ -234,7 +238,7 @@ def _window_routes(router: APIRouter, view: View) -> None:
         windows_of,
         response_model=page,
         name=f"{agent}_windows",
-        responses=_errors(404, 503),
+        responses=_errors(400, 404, 409, 503),
     )
     _slice_route(router, view, window)
 
@@ -328,9 +332,3 @@ def _state_route(router: APIRouter, view: View) -> None:
         name=f"{agent}_state_{state}",
         responses=_errors(404, 503),
     )
-
-
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    from api.errors import PROBLEM_RESPONSES
-
-    return {s: PROBLEM_RESPONSES[s] for s in statuses}

@@ -11,14 +11,22 @@ from api.schemas import Health, Readiness
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=Health)
+@router.get(
+    "/healthz",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "A part of the worker has died"}},
+)
 async def healthz(backend: BackendDep) -> JSONResponse:
     live = backend.is_live()
     body = Health(status="ok" if live else "failing", worker_id=backend.worker_id)
     return JSONResponse(body.model_dump(), status_code=200 if live else 503)
 
 
-@router.get("/readyz", response_model=Readiness)
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Partitions are still restoring"}},
+)
 async def readyz(backend: BackendDep) -> JSONResponse:
     """Ready once every owned partition is restored from its changelog."""
     ready, detail = backend.readiness()

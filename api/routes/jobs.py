@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
-from api.errors import BadRequestError
+from api.errors import PROBLEM_RESPONSES, BadRequestError
 
 router = APIRouter(tags=["operations"])
 
@@ -86,7 +86,7 @@ def _backend(request: Request) -> JobsBackend:
     return backend
 
 
-@router.get("/jobs", response_model=Jobs)
+@router.get("/jobs", response_model=Jobs, responses={400: PROBLEM_RESPONSES[400]})
 async def jobs(
     request: Request,
     scope: Annotated[

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
 from api.deps import BackendDep
-from api.errors import BadRequestError
+from api.errors import PROBLEM_RESPONSES, BadRequestError
 from api.params import MAX_TIME_MS, FromMs, Limit, ToMs, page_limit
 from api.schemas import Freshness
 from service.app.queries import UnknownKeyError
@@ -72,11 +72,7 @@ async def pipelines(backend: BackendDep) -> Pipelines:
 @router.get(
     "/pipelines/{pipeline}/tables/{table}/keys/{key}",
     response_model=TableEntries,
-    responses={
-        400: {"description": "A table keyed by time, a bad range or limit"},
-        404: {"description": "Unknown pipeline, or no entry for the key"},
-        503: {"description": "The key's partition is recovering or moving"},
-    },
+    responses={s: PROBLEM_RESPONSES[s] for s in (400, 404, 503)},
 )
 async def table_entries(
     backend: BackendDep,

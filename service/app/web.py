@@ -17,10 +17,32 @@ from __future__ import annotations
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
+from pydantic import BaseModel, Field
 
 from service.app.queries import StateValue, WindowPage
 
 MAX_TIME_MS = 2**62
+
+
+class Problem(BaseModel):
+    """An error, as every error response carries it (RFC 9457)."""
+
+    type: str = "about:blank"
+    title: str = Field(description="The HTTP status's phrase.")
+    status: int
+    detail: str = Field(description="What went wrong, for a person.")
+    instance: str = Field(description="The request path.")
+    partition: int | None = Field(None, description="503: the partition that is unavailable.")
+
+
+# A route reading state with Queries answers these errors (the API turns a
+# query's exceptions into them); declare them so the schema tells the truth:
+# ``@app.router.get(path, response_model=..., responses=QUERY_ERRORS)``.
+QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "No such agent, view or key"},
+    409: {"model": Problem, "description": "The key is known but has no result yet"},
+    503: {"model": Problem, "description": "The key's partition is restoring or moving"},
+}
 
 
 class _Backend(Protocol):

@@ -1,5 +1,6 @@
-"""Flink's async I/O queue (docs/semantics.md L): results of in-flight async calls,
-released in input order or as they complete, never across a watermark.
+"""Flink's async I/O queue (docs/semantics.md, "Async enrichment"): results of
+in-flight async calls, released in input order or as they complete, never across
+a watermark.
 
 An enrichment operator starts one call per record with :meth:`AsyncWaitQueue.put`
 (which waits while ``capacity`` calls are unreleased) and inserts its watermark

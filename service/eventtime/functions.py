@@ -1,4 +1,5 @@
-"""Window functions (semantics D.7) and evictors (D.9).
+"""Window functions and evictors (docs/semantics.md, "Window functions" and
+"Evictors").
 
 * :class:`AggregateFunction`: create / add / merge / result, incremental: the
   window keeps one accumulator, whatever its size.
@@ -207,7 +208,7 @@ class Avg:
 
 @dataclass(frozen=True, slots=True)
 class MinMax:
-    """The seeds' ``MinMaxTemp``: the lowest and highest value of one attribute."""
+    """The lowest and highest value of one attribute, as ``{"min", "max"}``."""
 
     of: Of
     _get: Callable[[Any], Any] = dataclass_field(init=False, repr=False, compare=False)

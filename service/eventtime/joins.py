@@ -1,4 +1,4 @@
-"""Joins of two keyed, co-partitioned inputs (semantics F).
+"""Joins of two keyed, co-partitioned inputs (docs/semantics.md, "Joins").
 
 * :class:`IntervalJoin`: inner; a left element at ``t`` joins right elements in
   ``[t + lower_ms, t + upper_ms]``. Each element is buffered until the watermark
@@ -8,7 +8,8 @@
   window; on firing, every pair (join) or both lists once (coGroup).
 * :class:`UnboundedJoin`: both sides kept in state (optionally with a TTL); an
   inner join emits each match whatever the arrival order, a left join also emits
-  a left element padded with ``None`` until its first match (the seeds' 002).
+  a left element padded with ``None`` until its first match (the replay
+  example docs/examples/replay/join-002.spec.json).
 
 Elements are stored as ``[timestamp_ms, value]``; values must be JSON-compatible.
 """

@@ -1,6 +1,7 @@
 """The keyed window operator: assign, merge, accumulate, trigger, evict, clean up.
 
-It follows Flink's ``WindowOperator`` (docs/semantics.md D, G):
+It follows Flink's ``WindowOperator`` (docs/semantics.md: "Windows", "When a
+window fires", "Allowed lateness and late data", "Triggers"):
 
 * an element joins each window it is assigned to unless that window is late,
   i.e. ``watermark >= end - 1 + allowed_lateness``; merging (session) windows

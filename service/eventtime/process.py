@@ -1,5 +1,6 @@
 """Keyed process functions, co-process functions and their timer service
-(semantics E), as Flink's ``KeyedProcessFunction`` / ``KeyedCoProcessFunction``.
+(docs/semantics.md, "Process functions" and "Timers"), as Flink's
+``KeyedProcessFunction`` / ``KeyedCoProcessFunction``.
 
 A function handles one element at a time with a context that gives the element's
 key and timestamp, named keyed state, a per-key timer service in event and

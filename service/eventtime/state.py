@@ -1,10 +1,12 @@
-"""Keyed state primitives (semantics H.2): value, list, map, reducing, aggregating.
+"""Keyed state primitives (docs/semantics.md, "Keyed state"): value, list, map,
+reducing, aggregating.
 
 Every state is named and scoped to the current key. Values are JSON-compatible
 (map keys are strings). A state may have a time-to-live: an entry reads as absent
 once ``ttl_ms`` of processing time passed since it was written (or read, with
 ``refresh_on_read``), and a processing-time timer then deletes it for real, so
-the store and its changelog (a tombstone) do not keep it (semantics H.5).
+the store and its changelog (a tombstone) do not keep it: state never clears
+itself otherwise.
 """
 
 from __future__ import annotations

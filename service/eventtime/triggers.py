@@ -1,4 +1,5 @@
-"""Triggers decide when a window emits (semantics D.8), as Flink's do.
+"""Triggers decide when a window emits (docs/semantics.md, "Triggers"), as
+Flink's do.
 
 A trigger reacts to an element, an event-time timer, a processing-time timer
 and a merge of windows, and answers CONTINUE, FIRE, PURGE or FIRE_AND_PURGE.
@@ -193,7 +194,8 @@ class ProcessingTimeTrigger(TriggerBase):
 class CountTrigger(TriggerBase):
     """Fire every ``count`` elements; with ``timeout_ms``, also fire that long (in
     processing time) after a window's first element, so a key that never reaches
-    ``count`` still emits (semantics D.6)."""
+    ``count`` still emits (docs/semantics.md, "The global window and count
+    windows")."""
 
     count: int
     timeout_ms: int | None = None
@@ -254,7 +256,7 @@ class CountTrigger(TriggerBase):
 @dataclass(frozen=True)
 class ContinuousEventTimeTrigger(TriggerBase):
     """Early firing: FIRE every ``interval_ms`` of watermark progress while the window
-    is open, and at its end (the seeds' early results, semantics D.8).
+    is open, and at its end (docs/semantics.md, "Early results").
 
     As in current Flink, the interval timers stop at the window's last instant
     (``min(next, end - 1)``), so the trigger does not fire again past the end while

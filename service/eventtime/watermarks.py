@@ -1,5 +1,6 @@
 """Watermarks: strategies (frozen definitions), per-input generators, and the
-tracker that turns several inputs into one operator clock (semantics C).
+tracker that turns several inputs into one operator clock (docs/semantics.md,
+"Watermarks").
 
 * bounded out-of-orderness: ``max timestamp - bound - 1`` (Flink's formula, so an
   event exactly ``bound`` behind the maximum is still on time); ascending is the
@@ -155,7 +156,8 @@ class PunctuatedGenerator:
 
 @dataclass(frozen=True, slots=True)
 class FromUpstream:
-    """The clock after a repartition (semantics C.4, across a shuffle): each
+    """The clock after a repartition (Flink's minimum over the input channels,
+    across a shuffle; docs/semantics.md, "After a repartition"): each
     upstream task writes its watermark into every partition of the repartition
     topic; this task's clock is the minimum over the upstream tasks, minus those
     silent for ``idle_timeout_ms``. Data records do not move it."""
@@ -196,8 +198,9 @@ class MarkerGenerator:
 
 @dataclass(frozen=True)
 class PerInput:
-    """A different strategy per input, e.g. the seeds' vehicle check: 30 s of delay
-    for the OBD device, minutes for the phone app. The clock is still the minimum
+    """A different strategy per input, e.g. the vehicle speed check
+    (agents/vehicle_speed.py): 30 s of delay for the OBD device, minutes for the
+    phone app. The clock is still the minimum
     over the inputs; idleness and emission are set here, for all of them."""
 
     strategies: dict[str, WatermarkStrategy]

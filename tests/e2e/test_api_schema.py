@@ -13,7 +13,11 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.support.kafka import produce, read_all, readings_topic, unique_settings
 from tests.support.processes import WorkerProcess
@@ -21,7 +25,12 @@ from tests.support.processes import WorkerProcess
 pytestmark = pytest.mark.e2e
 
 BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
-CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    response_schema_conformance,
+    content_type_conformance,
+]
 AGENTS = ("sensor_averages", "sensor_alerts", "hashtag_counts", "team_powerups")
 
 

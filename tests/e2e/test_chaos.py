@@ -1,9 +1,9 @@
 """Exactly-once under faults, checked the way docs/eos-verification.md says.
 
-(a) a short exactly-once run with every fault kind against every pipeline of
-agents/ (the checker, sensor_averages and the reference pipelines, the hashtag
-repartition included) must come out clean, with aborted transactions left behind
-(so the faults did land);
+(a) a short exactly-once run with every fault kind against every agent of the
+reference app (the checker, sensor_averages and the other reference agents,
+hashtag_counts' repartition stage included) must come out clean, with aborted
+transactions left behind (so the faults did land);
 (b) the negative control: the same harness in at-least-once mode must find
 duplicates, or the checks prove nothing; (c) the long run (``make chaos``), 20
 seeds, is marked slow. Each run leaves ``.eddy/chaos/<run-id>/`` with its
@@ -21,7 +21,7 @@ from rich.console import Console
 from tools.chaos.report import RunResult, render
 from tools.chaos.runner import run_chaos
 from tools.chaos.schedule import ALL_KINDS, FaultKind, RunConfig, make_schedule
-from tools.chaos.verify_reference import PIPELINES as REFERENCE
+from tools.chaos.verify_reference import AGENTS as REFERENCE
 
 pytestmark = pytest.mark.e2e
 
@@ -54,9 +54,9 @@ async def test_exactly_once_survives_every_fault_kind() -> None:
     assert all(f.landed for f in result.faults), table  # restore_kill hit a restore
     assert result.records["eos_checker"] >= 5_000
     assert result.records["sensor_averages"] >= 3_000
-    for pipeline in REFERENCE:  # each checked, with input of its own
-        assert result.records[pipeline] > 0, pipeline
-        assert any(c.pipeline == pipeline for c in result.checks), pipeline
+    for agent in REFERENCE:  # each checked, with input of its own
+        assert result.records[agent] > 0, agent
+        assert any(c.agent == agent for c in result.checks), agent
 
 
 @pytest.mark.timeout(600)

@@ -413,3 +413,26 @@ async def test_a_snapshot_id_that_is_no_real_time_is_a_422(client: AsyncClient) 
     assert "not a real date" in bad.json()["detail"]
     unsupported = await client.post("/snapshots")
     assert unsupported.status_code == 400  # the fake backend takes no snapshots
+
+
+async def test_the_schema_declares_a_problem_for_every_error_and_a_type_for_every_answer(
+    client: AsyncClient,
+) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    assert "HTTPValidationError" not in schema["components"]["schemas"]
+    untyped, undeclared = [], []
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            for status, response in operation["responses"].items():
+                content = response.get("content", {})
+                if status.startswith(("4", "5")) and path not in ("/healthz", "/readyz"):
+                    problem = content.get("application/problem+json", {}).get("schema", {})
+                    if problem.get("$ref") != "#/components/schemas/Problem":
+                        undeclared.append((method, path, status))
+                if status.startswith("2") and path != "/metrics":
+                    body = content.get("application/json", {}).get("schema", {})
+                    if not body or body == {}:
+                        untyped.append((method, path, status))
+            assert {"422", "500"} <= set(operation["responses"]), (method, path)
+    assert undeclared == []
+    assert untyped == []

@@ -1,7 +1,8 @@
 """Worker processes and the local broker, as the fault injector drives them.
 
 Each worker is ``python -m service worker`` with the run's settings
-(``Settings.to_env()``) plus its own ``EDDY_WORKER_ID``, ``EDDY_STATE_DIR`` and
+(``Settings.to_env()``: ``EDDY_AGENTS`` names the agents it runs), its agents'
+settings, and its own ``EDDY_WORKER_ID``, ``EDDY_STATE_DIR`` and
 ``EDDY_API_PORT``: separate machines sharing one application id and its topics.
 A slot (``w0``, ``x1``...) is a machine: restarting it keeps its state directory
 (unless a fault wipes it) and starts a new incarnation with a log file of its own.
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,10 +72,24 @@ class Crash:
 
 
 class Cluster:
-    """The run's workers: spawn, signal, wait for readiness, query."""
+    """The run's workers: spawn, signal, wait for readiness, query.
 
-    def __init__(self, settings: Settings, run_dir: Path) -> None:
+    Args:
+        stages: the names of the stages each worker runs (what ``/status`` lists).
+        agent_env: the agents' settings as variables (the harness's environment is
+            not passed on: every ``EDDY_`` variable a worker sees is set here).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        run_dir: Path,
+        stages: Sequence[str],
+        agent_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.settings = settings
+        self.stages = tuple(stages)
+        self.agent_env = dict(agent_env or {})
         self.run_dir = run_dir
         self.workers: dict[str, WorkerProc] = {}  # slot -> current incarnation
         self.crashes: list[Crash] = []
@@ -105,6 +121,7 @@ class Cluster:
             for k, v in os.environ.items()
             if not k.startswith(ENV_PREFIX) or k in OTHER_VARIABLES
         }
+        env.update(self.agent_env)
         env.update(self.settings.to_env())
         env.update(
             EDDY_WORKER_ID=f"{slot}-{incarnation}",
@@ -258,7 +275,7 @@ class Cluster:
 
     async def wait_settled(self, timeout_s: float = READY_TIMEOUT_S) -> float:
         """Seconds until the group settled: every running worker ready and owning a
-        share of each pipeline's partitions, each partition owned exactly once."""
+        share of each stage's partitions, each partition owned exactly once."""
         started = time.monotonic()
         while time.monotonic() - started < timeout_s:
             workers = [w for w in self.alive() if not w.stopped]
@@ -275,12 +292,13 @@ def settled(statuses: list[dict[str, Any] | None], partitions: int) -> bool:
     for status in statuses:
         if status is None:
             return False
-        for name, pipeline in status["pipelines"].items():
-            if not pipeline["ready"] or pipeline["restoring"]:
+        # /status lists each stage the worker runs under "pipelines".
+        for name, stage in status["pipelines"].items():
+            if not stage["ready"] or stage["restoring"]:
                 return False
-            if not pipeline["partitions"] and len(statuses) <= partitions:
+            if not stage["partitions"] and len(statuses) <= partitions:
                 return False
-            owned.setdefault(name, []).extend(pipeline["partitions"])
+            owned.setdefault(name, []).extend(stage["partitions"])
     return bool(owned) and all(sorted(p) == list(range(partitions)) for p in owned.values())
 
 

@@ -233,10 +233,10 @@ class Injector:
                 if worker is zombie:
                     continue
                 status = await self.cluster.status(worker)
-                for name, pipeline in (status or {}).get("pipelines", {}).items():
-                    if pipeline["ready"]:
-                        owned.setdefault(name, set()).update(pipeline["partitions"])
-            if len(owned) == len(self.cluster.settings.pipelines) and all(
+                for name, stage in (status or {}).get("pipelines", {}).items():
+                    if stage["ready"]:
+                        owned.setdefault(name, set()).update(stage["partitions"])
+            if len(owned) == len(self.cluster.stages) and all(
                 parts == want for parts in owned.values()
             ):
                 return True

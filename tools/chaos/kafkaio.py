@@ -97,10 +97,10 @@ async def end_offsets(bootstrap: str, topics: Sequence[str], partitions: int) ->
 
 
 class GroupLag:
-    """Each pipeline's consumer group: committed input offsets and how far behind the
+    """Each stage's consumer group: committed input offsets and how far behind the
     end of its inputs they are.
 
-    An input another pipeline writes in transactions (the repartition topic) ends
+    An input another stage writes in transactions (the repartition topic) ends
     with a commit marker that no consumer ever commits past, so there "behind" is
     the number of records a ``read_committed`` reader finds after the committed
     offset, plus whatever an open transaction still holds.

@@ -21,11 +21,14 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from agents.eos_checker import topics as checker_topics
+from agents import app
 from service.settings import load_settings
+from service.topics import ensure_topics
 from tools.chaos.cluster import Cluster
 from tools.chaos.kafkaio import Feeder, LiveReader, delete_topics
+from tools.chaos.reference import Plan
 from tools.chaos.report import percentiles
+from tools.chaos.verify import CHECKER
 from tools.chaos.workload import checker_messages
 
 ROOT = Path(".eddy/chaos")
@@ -52,19 +55,22 @@ async def _one(interval_ms: int, rate: float, seconds: float, console: Console) 
     tag = uuid.uuid4().hex[:8]
     run_dir = (ROOT / f"latency-{interval_ms}ms-{tag}").resolve()
     settings = load_settings(
+        app.settings_classes(),
+        app="agents:app",
         app_id=f"latency-{tag}",
-        checker_topic_prefix=f"latency-{tag}-eos-",
-        dead_letter_topic=f"latency-{tag}-dead",
-        pipelines=("eos_checker",),
+        topic_prefix=f"latency-{tag}-",
+        agents=(CHECKER,),
         commit_interval_ms=interval_ms,
         state_dir=run_dir / "state",
         api_port=0,
         worker_id="latency",
     )
-    names = checker_topics(settings)
+    plan = Plan.of(settings)
+    names = plan.checker_topics()
     count = max(100, int(rate * seconds))
     messages = [m for m in checker_messages(1, count, 100) if not m.headers]
-    cluster = Cluster(settings, run_dir)
+    await ensure_topics(settings, plan.topic_specs())
+    cluster = Cluster(settings, run_dir, plan.stage_names, plan.worker_env())
     live = LiveReader(settings.bootstrap_servers, names["echo"], settings.partitions)
     live.keep_values = True
     stop = asyncio.Event()
@@ -95,7 +101,7 @@ async def _one(interval_ms: int, rate: float, seconds: float, console: Console) 
         stats = dict.fromkeys(("p50", "p95", "p99", "max"), 0.0)
     await delete_topics(
         settings.bootstrap_servers,
-        [*names.values(), settings.dead_letter_topic, f"{settings.app_id}-eos_checker-changelog"],
+        [spec.name for spec in plan.topic_specs()] + plan.changelogs(),
     )
     shutil.rmtree(run_dir / "state", ignore_errors=True)
     return LatencyRow(

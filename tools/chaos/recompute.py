@@ -1,6 +1,6 @@
 """Offline recomputation of what a correct run emits (pure, independent of Eddy).
 
-Written from the pipelines' specifications, not from Eddy's operators: the
+Written from the agents' specifications, not from Eddy's operators: the
 checker's running aggregate per key, and the seeds' event-time rule for windowed
 averages (per input partition, in arrival order: a reading is late when its
 window's last millisecond is at or below the watermark ``max_ts - bound - 1``
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.queries import partition_for
+from service.app.queries import partition_for
 
 Reading = tuple[str, int, float]  # sensor, timestamp_ms, temperature
 

@@ -1,5 +1,6 @@
-"""Offline recomputation of sensor_alerts, hashtags -> hashtag_counts and
-vehicle_speed (pure, from the pipelines' specifications, not Eddy's operators).
+"""Offline recomputation of sensor_alerts, hashtag_counts (its repartition and its
+counts) and vehicle_speed (pure, from the agents' specifications, not Eddy's
+operators).
 
 Inputs are per input partition in offset order, as read back from Kafka.
 """
@@ -82,7 +83,7 @@ def _add(
     out.values[at] = {**alert, **extra, "timestamp_ms": ts, "temperature": temp}
 
 
-# -- hashtags -> hashtag_counts ----------------------------------------------------------
+# -- hashtag_counts: tweets -> mentions by hashtag -> counts ------------------------------
 
 HASHTAG_WINDOW_MS = 60_000
 
@@ -204,16 +205,15 @@ def expected_checks(
         recent = history[vehicle]
         recent.append(agrees)
         del recent[:-ROLLING]
+        # What vehicle-speed-checks carries: the joined value only (the window is
+        # its second, ``second_ms``; REST adds the window's bounds and timing).
         out.checks[(vehicle, second)] = {
             "vehicle_id": vehicle,
-            "window_start_ms": second,
-            "window_end_ms": second + 1_000,
             "second_ms": second,
             "obd_speed_kmh": round(obd_avg, 3),
             "app_speed_kmh": round(app_avg, 3),
             "diff_kmh": diff,
             "within_tolerance": agrees,
             "rolling_agreement": round(sum(recent) / len(recent), 4),
-            "timing": "first",
         }
     return out

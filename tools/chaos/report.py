@@ -16,7 +16,7 @@ from tools.chaos.cluster import Crash
 from tools.chaos.faults import FaultRecord, Finding
 from tools.chaos.schedule import RunConfig, Schedule, to_json
 from tools.chaos.verify import CHECKER, SENSORS, Check
-from tools.chaos.verify_reference import PIPELINES as REFERENCE
+from tools.chaos.verify_reference import AGENTS as REFERENCE
 
 
 @dataclass
@@ -29,7 +29,7 @@ class RunResult:
     findings: list[Finding] = field(default_factory=list)
     crashes: list[Crash] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
-    records: dict[str, int] = field(default_factory=dict)  # inputs per pipeline
+    records: dict[str, int] = field(default_factory=dict)  # inputs per agent
     aborted_outputs: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
@@ -39,11 +39,11 @@ class RunResult:
     def config(self) -> RunConfig:
         return self.schedule.config
 
-    def total(self, category: str, pipeline: str | None = None) -> int:
+    def total(self, category: str, agent: str | None = None) -> int:
         return sum(
             c.failures
             for c in self.checks
-            if c.category == category and (pipeline is None or c.pipeline == pipeline)
+            if c.category == category and (agent is None or c.agent == agent)
         )
 
     @property
@@ -121,7 +121,7 @@ def _seconds(values: list[float]) -> str:
 
 
 def render(result: RunResult, console: Console) -> None:
-    """The verdict table: faults by kind, then records/lost/duplicated/wrong per pipeline."""
+    """The verdict table: faults by kind, then records/lost/duplicated/wrong per agent."""
     cfg = result.config
     console.print(
         f"[bold]chaos run {result.run_id}[/] seed {cfg.seed}, {cfg.guarantee}, "
@@ -141,18 +141,18 @@ def render(result: RunResult, console: Console) -> None:
     console.print(faults)
 
     outputs = Table(title="outputs (read_committed)", title_justify="left")
-    for column in ("pipeline", "inputs", "lost", "duplicated", "wrong", "order", "checks"):
-        outputs.add_column(column, justify="left" if column == "pipeline" else "right")
-    for pipeline in (CHECKER, SENSORS, *REFERENCE, "run"):
-        checks = [c for c in result.checks if c.pipeline == pipeline]
+    for column in ("agent", "inputs", "lost", "duplicated", "wrong", "order", "checks"):
+        outputs.add_column(column, justify="left" if column == "agent" else "right")
+    for agent in (CHECKER, SENSORS, *REFERENCE, "run"):
+        checks = [c for c in result.checks if c.agent == agent]
         if not checks:
             continue
         passed = sum(c.ok for c in checks)
         outputs.add_row(
-            pipeline,
-            str(result.records.get(pipeline, "-")),
-            *(_cell(result.total(cat, pipeline)) for cat in ("lost", "duplicated", "wrong")),
-            _cell(result.total("order", pipeline)),
+            agent,
+            str(result.records.get(agent, "-")),
+            *(_cell(result.total(cat, agent)) for cat in ("lost", "duplicated", "wrong")),
+            _cell(result.total("order", agent)),
             f"{passed}/{len(checks)}",
         )
     console.print(outputs)
@@ -175,7 +175,7 @@ def render(result: RunResult, console: Console) -> None:
     )
     for check in result.checks:
         if not check.ok:
-            console.print(f"[red]x[/] {check.pipeline}: {check.name}: {check.failures} failures")
+            console.print(f"[red]x[/] {check.agent}: {check.name}: {check.failures} failures")
             for example in check.examples[:3]:
                 console.print(f"    {example}", markup=False)
     for finding in result.findings:

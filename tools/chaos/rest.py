@@ -1,5 +1,7 @@
-"""Queryable state after the drain: every worker asked about every key (checker
-aggregates, sensor windows, team power-ups, hashtag counts).
+"""Queryable state after the drain: every worker asked about every key, on the
+agents' generic routes (``/agents/<agent>/state/<state>/{key}`` for the checker's
+aggregates, ``/agents/<agent>/windows/{key}`` for the windows of sensor_averages,
+team_powerups and hashtag_counts).
 
 The owner of a key's partition answers 200 from its committed state, and every
 other worker forwards the query to it, so all answer 200 with the owner's
@@ -45,16 +47,16 @@ async def check_answers(
     }
 
     async def agg(worker: WorkerProc, key: str) -> Reply:
-        response = await cluster.get(worker, f"/pipelines/eos_checker/state/agg/keys/{key}")
+        response = await cluster.get(worker, f"/agents/{CHECKER}/state/agg/{key}")
         if response is None:
             return 0, None, None
         if response.status_code != 200:
             return response.status_code, None, None
         body = response.json()
-        return 200, body.get("value"), body.get("served_by")
+        return 200, body.get("value"), body.get("freshness", {}).get("served_by")
 
     async def windows(worker: WorkerProc, sensor: str) -> Reply:
-        return await _pages(cluster, worker, f"/sensors/{sensor}/windows")
+        return await _pages(cluster, worker, f"/agents/{SENSORS}/windows/{sensor}")
 
     want_windows = rest_windows(sensors)
     checks = await _checked(CHECKER, "agg per key", final, workers, agg)
@@ -67,16 +69,16 @@ async def check_reference_answers(
     powerups_by_team: dict[str, list[dict[str, Any]]],
     counts_by_tag: dict[str, list[dict[str, Any]]],
 ) -> list[Check]:
-    """``GET /teams/{team}/powerups`` and ``GET /hashtags/{tag}/counts``: the latest
-    result of each window, oldest first, equal to the recomputation (teams that
-    earned nothing have no results to ask about)."""
+    """The windows of team_powerups per team and of hashtag_counts per hashtag: the
+    latest result of each window, oldest first, equal to the recomputation (teams
+    that earned nothing have no results to ask about)."""
     workers = cluster.alive()
 
     async def powerups(worker: WorkerProc, team: str) -> Reply:
-        return await _pages(cluster, worker, f"/teams/{team}/powerups")
+        return await _pages(cluster, worker, f"/agents/{POWERUPS}/windows/{team}")
 
     async def counts(worker: WorkerProc, tag: str) -> Reply:
-        return await _pages(cluster, worker, f"/hashtags/{tag}/counts")
+        return await _pages(cluster, worker, f"/agents/{HASHTAG_COUNTS}/windows/{tag}")
 
     checks = await _checked(POWERUPS, "power-ups per team", powerups_by_team, workers, powerups)
     checks += await _checked(HASHTAG_COUNTS, "counts per hashtag", counts_by_tag, workers, counts)
@@ -84,7 +86,8 @@ async def check_reference_answers(
 
 
 async def _pages(cluster: Cluster, worker: WorkerProc, path: str) -> Reply:
-    """Every window result of a ``WindowsOf`` resource, following ``next_from_ms``."""
+    """Every window result of one key (``{"key", "windows", "next_from_ms",
+    "freshness"}`` pages), following ``next_from_ms``."""
     found: list[dict[str, Any]] = []
     params: dict[str, Any] = {"limit": 1_000}
     while True:
@@ -99,17 +102,17 @@ async def _pages(cluster: Cluster, worker: WorkerProc, path: str) -> Reply:
 
 
 async def _checked(
-    pipeline: str, what: str, want: dict[str, Any], workers: Sequence[WorkerProc], ask: Ask
+    agent: str, what: str, want: dict[str, Any], workers: Sequence[WorkerProc], ask: Ask
 ) -> list[Check]:
-    same = same_windows if pipeline == SENSORS else _equal
+    same = same_windows if agent == SENSORS else _equal
     answers = await _ask_all(list(want), workers, ask)
-    checks = check_rest(pipeline, what, want, answers, same)
+    checks = check_rest(agent, what, want, answers, same)
     if all(c.ok for c in checks):
         return checks
     await asyncio.sleep(RETRY_AFTER_S)
     failing = [k for k in want if not _good(answers[k], want[k], same)]
     answers = {**answers, **(await _ask_all(failing, workers, ask))}
-    return check_rest(pipeline, what, want, answers, same)
+    return check_rest(agent, what, want, answers, same)
 
 
 def _equal(a: Any, b: Any) -> bool:

@@ -1,8 +1,9 @@
 """One chaos run, start to verdict (docs/chaos.md).
 
-Fresh application id and topics per run; W workers; the input produced at a
+Fresh application id and topic prefix per run; W workers running the agents of
+the reference app (``agents.app``) and the checker; the input produced at a
 steady pace while the schedule's faults fire; then a drain (every worker alive
-and ready, every pipeline's consumer group committed up to the end of its input,
+and ready, every stage's consumer group committed up to the end of its input,
 stable for a few seconds); then the checks of ``tools.chaos.verify`` on what
 ``read_committed`` readers see, the REST answers, and open-transaction markers.
 Everything lands in ``.eddy/chaos/<run-id>/``: ``schedule.json`` (replayable),
@@ -23,11 +24,10 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agents import EXTERNAL, PIPELINES
-from agents.eos_checker import topics as checker_topics
+from agents import app
 from service.errors import EddyError
 from service.settings import Settings, load_settings
-from service.topics import TopicSpec, changelog_topic, ensure_topics, standard_topics
+from service.topics import ensure_topics
 from tools import localkafka
 from tools.chaos import reference, rest, workload
 from tools.chaos.cluster import Cluster, WorkerDown, excerpt
@@ -60,16 +60,16 @@ DRAIN_STABLE_S = 3.0
 
 
 def run_settings(schedule: Schedule, tag: str, run_dir: Path) -> Settings:
+    """The run's framework settings: every topic of the run under ``chaos-<tag>-``
+    (the dead letters too), its own app id, so its groups, changelogs and the
+    repartition topic are its own."""
     cfg = schedule.config
     return load_settings(
+        app.settings_classes(),  # the agents' variables may be set: not misspelt ones
+        app="agents:app",
         app_id=f"chaos-{tag}",
-        readings_topic=f"chaos-{tag}-readings",
-        averages_topic=f"chaos-{tag}-averages",
-        late_topic=f"chaos-{tag}-late",
-        dead_letter_topic=f"chaos-{tag}-dead",
-        checker_topic_prefix=f"chaos-{tag}-eos-",
         topic_prefix=f"chaos-{tag}-",
-        pipelines=tuple(p for p in PIPELINES if p not in EXTERNAL),
+        agents=reference.run_agents(),
         # Never declare a (killed, stopped) upstream task idle: hashtag_counts would
         # move on without it and drop its records as late, depending on timing.
         upstream_idle_timeout_ms=0,
@@ -101,7 +101,8 @@ class ChaosRun:
         self.console = console or Console(stderr=True)
         self.keep_topics = keep_topics
         self.settings = run_settings(schedule, tag, self.run_dir)
-        self.topics = checker_topics(self.settings)
+        self.plan = reference.Plan.of(self.settings)
+        self.topics = self.plan.checker_topics()
         self.base_ms = workload.recent_base_ms()
         self.workload = workload.build(
             cfg.seed,
@@ -110,7 +111,7 @@ class ChaosRun:
             cfg.readings,
             cfg.sensors,
             self.base_ms,
-            self.settings.watermark_bound_ms,
+            self.plan.sensor.watermark_bound_ms,
             cfg.partitions,
         )
         self.messages = self.workload.interleaved()
@@ -148,7 +149,9 @@ class ChaosRun:
         cfg = self.schedule.config
         await self._create_topics()
         await self._feed_thresholds()
-        cluster = Cluster(self.settings, self.run_dir)
+        cluster = Cluster(
+            self.settings, self.run_dir, self.plan.stage_names, self.plan.worker_env()
+        )
         try:
             for i in range(cfg.workers):
                 cluster.spawn(f"w{i}")
@@ -193,12 +196,8 @@ class ChaosRun:
         return self.result
 
     async def _create_topics(self) -> None:
-        n = self.schedule.config.partitions
-        specs = standard_topics(self.settings)
-        specs += [TopicSpec(name, n, exact_partitions=False) for name in self.topics.values()]
-        specs += reference.topic_specs(self.settings)
         try:
-            await ensure_topics(self.settings, specs)
+            await ensure_topics(self.settings, self.plan.topic_specs())
         except EddyError as exc:
             raise ChaosError(f"cannot create the run's topics: {exc}") from None
 
@@ -207,7 +206,7 @@ class ChaosRun:
         state before the first reading, so threshold alerts do not depend on timing."""
         if not self.workload.thresholds:
             return
-        topics = {"thresholds": reference.input_topics(self.settings)["thresholds"]}
+        topics = {"thresholds": self.plan.input_topics()["thresholds"]}
         await Feeder(self.bootstrap, topics, self.workload.thresholds, rate_per_s=1e6).run()
 
     async def _feed_with_faults(self, cluster: Cluster) -> Feeder:
@@ -225,11 +224,7 @@ class ChaosRun:
             )
             feeder = Feeder(
                 self.bootstrap,
-                {
-                    "checker": self.topics["input"],
-                    "sensor": self.settings.readings_topic,
-                    **reference.input_topics(self.settings),
-                },
+                self.plan.input_topics(),
                 self.messages,
                 rate_per_s=len(self.messages) / cfg.feed_seconds,
                 on_progress=lambda n: progress.update(bar, completed=n),
@@ -259,12 +254,12 @@ class ChaosRun:
         return feeder
 
     def _groups(self) -> GroupLag:
-        """Every pipeline's consumer group (``<app_id>.<pipeline>``) and inputs."""
+        """Every stage's consumer group (``<app_id>.<stage>``) and inputs."""
         return GroupLag(
             self.bootstrap,
-            reference.groups(self.settings),
+            self.plan.groups(),
             self.schedule.config.partitions,
-            reference.transactional_inputs(self.settings),
+            self.plan.transactional_inputs(),
         )
 
     async def _drain(self, cluster: Cluster) -> None:
@@ -327,40 +322,39 @@ class ChaosRun:
 
     async def _verify(self, cluster: Cluster, live: LiveReader) -> None:
         cfg = self.schedule.config
-        s = self.settings
+        s, plan = self.settings, self.plan
+        sensor = plan.sensor
         n, echo = cfg.partitions, self.topics["echo"]
-        ref_inputs = reference.input_topics(s)
-        control = ref_inputs.pop("thresholds")
-        sources = [self.topics["input"], s.readings_topic, *ref_inputs.values()]
-        inputs = await read(self.bootstrap, sources, n, committed=False)
+        sources = plan.input_topics()
+        control = sources.pop("thresholds")
+        inputs = await read(self.bootstrap, list(sources.values()), n, committed=False)
         inputs |= await read(self.bootstrap, [control], 1, committed=False)
-        names = [echo, self.topics["agg"], self.topics["alerts"]]
-        names += [s.averages_topic, s.late_topic, s.dead_letter_topic]
-        names += reference.output_topics(s)
+        names = plan.output_topics()
         out = await read(self.bootstrap, names, n)
-        # Every pipeline's outputs: a kill -9 or a zombie that lands mid-transaction
+        # Every stage's outputs: a kill -9 or a zombie that lands mid-transaction
         # leaves aborted records in some of them (evidence the faults really hit).
         uncommitted = await read(self.bootstrap, names, n, committed=False)
         self.result.aborted_outputs = sum(len(uncommitted[t]) - len(out[t]) for t in names)
 
+        outputs = plan.outputs()
         checker_in = inputs[self.topics["input"]]
-        sensor_in = inputs[s.readings_topic]
+        sensor_in = inputs[sources["sensor"]]
         rows = checker_rows(checker_in)
         expected = checker_aggregates(rows)
-        sensors = sensor_expectation(sensor_in, s.window_size_ms, s.watermark_bound_ms)
+        sensors = sensor_expectation(sensor_in, sensor.window_size_ms, sensor.watermark_bound_ms)
         self.result.records = {
             CHECKER: len(checker_in),
             SENSORS: len(sensor_in),
         }
-        dead = out[s.dead_letter_topic]
+        dead = out[s.dead_letters]
         checks = [check_ledger(rows, cfg.records)]
-        checks += check_echo(rows, out[self.topics["echo"]])
+        checks += check_echo(rows, out[echo])
         checks += check_aggregates(expected, out[self.topics["agg"]], out[self.topics["alerts"]])
         checks += check_dead_letters(CHECKER, self.topics["input"], checker_in, dead)
-        checks.append(check_readers(out[self.topics["echo"]], live.seen))
-        checks += check_windows(sensors, out[s.averages_topic], s.window_size_ms)
-        checks += check_late(sensors, out[s.late_topic])
-        checks += check_dead_letters(SENSORS, s.readings_topic, sensor_in, dead)
+        checks.append(check_readers(out[echo], live.seen))
+        checks += check_windows(sensors, out[outputs["averages"]], sensor.window_size_ms)
+        checks += check_late(sensors, out[outputs["late"]])
+        checks += check_dead_letters(SENSORS, sources["sensor"], sensor_in, dead)
         aborting = {f.kind for f in self.schedule.faults} & ABORTING_KINDS
         if s.exactly_once and aborting and self.result.aborted_outputs <= 0:
             # Evidence, not a guarantee: a kill between two commits finds no open
@@ -369,7 +363,7 @@ class ChaosRun:
                 "no aborted output records: no kill or zombie hit an open transaction "
                 "with records in it (the faults themselves landed; see recovery times)"
             )
-        ref = reference.verify(s, inputs, out, dead)
+        ref = reference.verify(plan, inputs, out, dead)
         checks += ref.checks
         self.result.records |= ref.records
         self.result.notes += ref.notes
@@ -382,11 +376,7 @@ class ChaosRun:
         self.result.notes.append(f"{malformed} malformed inputs, {len(sensors.late)} late readings")
 
     async def _markers(self) -> None:
-        s = self.settings
-        names = [self.topics[n] for n in ("echo", "agg", "alerts")]
-        names += [s.averages_topic, s.late_topic, s.dead_letter_topic]
-        names += reference.output_topics(s)
-        names += [changelog_topic(s, p) for p in s.pipelines]
+        names = [*self.plan.output_topics(), *self.plan.changelogs()]
         check = Check("no transaction left open (markers visible)", "run", "other")
         check.checked = len(names) * self.schedule.config.partitions
         try:
@@ -401,10 +391,7 @@ class ChaosRun:
         self.result.notes.append(f"markers visible after {seconds:.1f} s")
 
     async def _clean_up(self) -> None:
-        s = self.settings
-        names = [*self.topics.values(), *(t.name for t in standard_topics(s))]
-        names += [spec.name for spec in reference.topic_specs(s)]
-        names += [changelog_topic(s, p) for p in s.pipelines]
+        names = [spec.name for spec in self.plan.topic_specs()] + self.plan.changelogs()
         with contextlib.suppress(Exception):
             await delete_topics(self.bootstrap, names)
         shutil.rmtree(self.run_dir / "state", ignore_errors=True)

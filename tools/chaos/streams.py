@@ -1,4 +1,4 @@
-"""The seeded input of the reference pipelines in a chaos run (pure).
+"""The seeded input of the reference agents in a chaos run (pure).
 
 Each stream is built so that what a correct run emits is a function of the input
 read back from Kafka alone, whatever the faults' timing (docs/chaos.md, "The
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from service.queries import partition_for
+from service.app.queries import partition_for
 from tools.chaos.workload import KIND_HEADER, MALFORMED, Message
 
 TWEET_SPAN_MS = 300_000  # five 1 min windows of hashtags
@@ -34,7 +34,7 @@ VEHICLES_PER_PARTITION = 1
 OBD_JITTER_MS = 3_000  # well inside vehicle_speed's 30 s OBD delay
 APP_JITTER_MS = 20_000  # well inside its 180 s app delay
 GAME_BOUND_MS = 2_000  # team_powerups' watermark bound
-CLOSING_AHEAD_MS = 600_000  # past every lateness and delay of every pipeline
+CLOSING_AHEAD_MS = 600_000  # past every lateness and delay of every agent
 TAGS = ("Kafka", "kafka", "Flink", "flink", "Python", "eos", "EOS", "streams", "chaos_2")
 WORDS = ("hello", "exactly", "once", "again", "today", "more", "data")
 # Thresholds end in .005: temperatures have two decimals, so a change never ties

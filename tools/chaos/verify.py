@@ -58,7 +58,7 @@ class Rec:
 @dataclass
 class Check:
     name: str
-    pipeline: str
+    agent: str  # the agent whose output (or input) it checks; "run" for the run's own
     category: str
     checked: int = 0
     failures: int = 0
@@ -78,7 +78,7 @@ def is_malformed(rec: Rec) -> bool:
     return rec.header(KIND_HEADER) == MALFORMED
 
 
-# -- the checker pipeline ------------------------------------------------------------
+# -- the checker agent ---------------------------------------------------------------
 
 
 def checker_rows(inputs: Iterable[Rec]) -> list[CheckerRow]:
@@ -176,29 +176,36 @@ def _canonical(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
-# -- dead letters (every pipeline) ---------------------------------------------------
+# -- dead letters (every agent) ------------------------------------------------------
 
 
 def check_dead_letters(
-    pipeline: str, input_topic: str, inputs: Iterable[Rec], dead: Iterable[Rec]
+    agent: str,
+    input_topic: str,
+    inputs: Iterable[Rec],
+    dead: Iterable[Rec],
+    stage: str | None = None,
 ) -> list[Check]:
-    """Every malformed input of ``input_topic`` is dead-lettered once by ``pipeline``,
-    bytes intact (each pipeline reading a topic dead-letters its bad records)."""
+    """Every malformed input of ``input_topic`` is dead-lettered once by ``agent``'s
+    stage reading it (``stage``, by default the stage named like the agent; its name
+    is the ``eddy.pipeline`` header), bytes intact: each stage reading a topic
+    dead-letters its bad records."""
+    stage = stage or agent
     want = {(r.partition, r.offset): r.value for r in inputs if is_malformed(r)}
     got: Counter[tuple[int, int]] = Counter()
     values: dict[tuple[int, int], bytes | None] = {}
     for rec in dead:
         if rec.header("eddy.source.topic") != input_topic.encode():
             continue
-        if rec.header("eddy.pipeline") not in (None, pipeline.encode()):
+        if rec.header("eddy.pipeline") not in (None, stage.encode()):
             continue
         source = (int(rec.header("eddy.source.partition") or -1),)
         at = (*source, int(rec.header("eddy.source.offset") or -1))
         got[at] += 1
         values[at] = rec.value
-    lost = Check("dead letters: every malformed input", pipeline, "lost", checked=len(want))
-    duplicated = Check("dead letters: none twice", pipeline, "duplicated", checked=len(want))
-    wrong = Check("dead letters: only malformed, bytes intact", pipeline, "wrong")
+    lost = Check("dead letters: every malformed input", agent, "lost", checked=len(want))
+    duplicated = Check("dead letters: none twice", agent, "duplicated", checked=len(want))
+    wrong = Check("dead letters: only malformed, bytes intact", agent, "wrong")
     wrong.checked = len(got)
     for at in want.keys() - got.keys():
         lost.fail(f"malformed input at {at} not dead-lettered")
@@ -289,7 +296,7 @@ Answers = Mapping[str, Sequence[tuple[str, int, Any, str | None]]]
 
 
 def check_rest(
-    pipeline: str,
+    agent: str,
     what: str,
     want: Mapping[str, Any],
     answers: Answers,
@@ -297,8 +304,8 @@ def check_rest(
 ) -> list[Check]:
     """Every worker answers 200 for each key, served by one owner (a worker that does
     not own the key forwards the query to the one that does), with ``want[key]``."""
-    wrong = Check(f"REST {what} equal recomputation", pipeline, "wrong", checked=len(want))
-    owners = Check(f"REST {what}: every worker, one owner", pipeline, "other", checked=len(want))
+    wrong = Check(f"REST {what} equal recomputation", agent, "wrong", checked=len(want))
+    owners = Check(f"REST {what}: every worker, one owner", agent, "other", checked=len(want))
     for key, expected in want.items():
         given = answers.get(key, ())
         ok = [(worker, value) for worker, status, value, _ in given if status == 200]

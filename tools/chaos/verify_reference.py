@@ -1,11 +1,11 @@
-"""The checks of the reference pipelines (agents/) over records read back (pure).
+"""The checks of the reference agents (agents/) over records read back (pure).
 
 Each output record is reduced to an *identity* (what it is about: a window, an
 alert's reading, a tweet's hashtag) and a *value*; the recomputation gives how
 many times each identity must appear (once) and its value. Then, as for the
 checker: ``lost`` (an expected identity missing), ``duplicated`` (present more
 often than expected), ``wrong`` (a value differing, or an identity not expected
-at all).
+at all). Every check is counted against the agent it is about.
 """
 
 from __future__ import annotations
@@ -25,11 +25,15 @@ MINMAX = "sensor_minmax"
 COUNTS = "sensor_counts"
 ALERTS = "sensor_alerts"
 VEHICLES = "vehicle_speed"
-HASHTAGS = "hashtags"
+# One agent, two stages: ``hashtag_counts.repartition`` (tweets -> mentions keyed by
+# hashtag, on the internal repartition topic) and ``hashtag_counts`` (the counts).
 HASHTAG_COUNTS = "hashtag_counts"
 POWERUPS = "team_powerups"
-PIPELINES = (MINMAX, COUNTS, ALERTS, VEHICLES, HASHTAGS, HASHTAG_COUNTS, POWERUPS)
+AGENTS = (MINMAX, COUNTS, ALERTS, VEHICLES, HASHTAG_COUNTS, POWERUPS)
 DIFF_TOLERANCE = 1e-6  # sensor_alerts rounds the change it reports to 6 decimals
+# A record of a repartition topic that only carries a watermark: an empty value
+# and this header (service/pipeline/markers.py).
+WATERMARK_HEADER = "eddy.watermark"
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -45,7 +49,7 @@ def by_partition(recs: Iterable[Rec], parse: Callable[[Any], T]) -> dict[int, li
 
 
 def check_emitted(
-    pipeline: str,
+    agent: str,
     what: str,
     want: Mapping[K, int],
     values: Mapping[K, Any],
@@ -54,7 +58,7 @@ def check_emitted(
 ) -> list[Check]:
     """Each expected identity emitted as often as expected, with its value."""
     seen: Counter[K] = Counter()
-    wrong = Check(f"{what}: equal recomputation", pipeline, "wrong")
+    wrong = Check(f"{what}: equal recomputation", agent, "wrong")
     for at, value in got:
         seen[at] += 1
         wrong.checked += 1
@@ -63,8 +67,8 @@ def check_emitted(
         elif not same(value, values[at]):
             wrong.fail(f"{what} {at}: got {value}, want {values[at]}")
     total = sum(want.values())
-    lost = Check(f"{what}: every one", pipeline, "lost", checked=total)
-    duplicated = Check(f"{what}: none twice", pipeline, "duplicated", checked=total)
+    lost = Check(f"{what}: every one", agent, "lost", checked=total)
+    duplicated = Check(f"{what}: none twice", agent, "duplicated", checked=total)
     for at, n in want.items():
         if seen[at] < n:
             lost.fail(f"{what} {at} missing", n - seen[at])
@@ -161,18 +165,29 @@ def check_vehicles(expected: VehiclesExpected, out: Sequence[Rec]) -> list[Check
     return [*checks, _unambiguous(VEHICLES, "vehicle speeds", expected.ambiguous)]
 
 
+def is_marker(rec: Rec) -> bool:
+    """A watermark marker of a repartition topic, not a record of the stream."""
+    return not rec.value and rec.header(WATERMARK_HEADER) is not None
+
+
 def check_mentions(expected: HashtagsExpected, repartitioned: Sequence[Rec]) -> list[Check]:
-    """The repartition topic: each (tweet, hashtag) once, keyed by the hashtag."""
-    got = []
+    """The repartition topic of hashtag_counts: each (tweet, hashtag) once, keyed by
+    the hashtag, its value the mention (watermark markers skipped). A record that
+    is not a mention is an unexpected one (wrong)."""
+    got: list[tuple[tuple[str, str], Any]] = []
     for rec in repartitioned:
-        if not rec.value:
-            continue  # a watermark marker (empty value, eddy.watermark headers)
-        body = rec.json()
-        value = (rec.key, body["timestamp_ms"])
-        got.append(((body["tweet_id"], body["hashtag"]), value))
+        if is_marker(rec):
+            continue
+        try:
+            body = rec.json()
+            at = (body["tweet_id"], body["hashtag"])
+            value: Any = (rec.key, body["timestamp_ms"])
+        except (ValueError, TypeError, KeyError):
+            at, value = (f"@{rec.partition}:{rec.offset}", "not a mention"), rec.value
+        got.append((at, value))
     values = {at: (at[1].encode(), ts) for at, ts in expected.mentions.items()}
-    checks = check_emitted(HASHTAGS, "hashtags-by-tag mentions", _once(values), values, got)
-    return [*checks, _unambiguous(HASHTAGS, "tweets", expected.ambiguous)]
+    checks = check_emitted(HASHTAG_COUNTS, "repartition mentions", _once(values), values, got)
+    return [*checks, _unambiguous(HASHTAG_COUNTS, "tweets", expected.ambiguous)]
 
 
 def check_hashtag_counts(expected: HashtagsExpected, out: Sequence[Rec]) -> list[Check]:
@@ -189,10 +204,10 @@ def check_powerups(
     return check_emitted(POWERUPS, "power-ups", _once(expected), expected, got)
 
 
-def _unambiguous(pipeline: str, what: str, ambiguous: Sequence[Any]) -> Check:
+def _unambiguous(agent: str, what: str, ambiguous: Sequence[Any]) -> Check:
     """The input kept to the bounds that make the results timing-independent (the
     harness's own input; a failed send re-sent late could break it)."""
-    check = Check(f"input: {what} within their watermark bounds", pipeline, "input")
+    check = Check(f"input: {what} within their watermark bounds", agent, "input")
     check.checked = 1
     for item in ambiguous[:EXAMPLES]:
         check.fail(f"{item} arrived later than the bound: its result depends on timing")

@@ -6,7 +6,7 @@ Checker records ``{id, key, seq, amount}``: ids ``0..N-1``, keys drawn at random
 watermark bound (so none is late by accident), a few deliberate stragglers far
 behind the stream (late by construction), a few malformed records (dead letters),
 and one closing reading per sensor far ahead so that every window closes. The
-reference pipelines' streams (tweets, game events, vehicle speeds, threshold
+reference agents' streams (tweets, game events, vehicle speeds, threshold
 updates) come from ``tools.chaos.streams``.
 
 Malformed records carry the header ``chaos.kind: malformed`` so the verifier can
@@ -42,7 +42,7 @@ class Message:
 class Workload:
     checker: tuple[Message, ...]
     sensor: tuple[Message, ...]
-    # The reference pipelines' streams (tools.chaos.streams), by stream name.
+    # The reference agents' streams (tools.chaos.streams), by stream name.
     # Threshold updates are not among them: they are fed before the workers start.
     reference: dict[str, tuple[Message, ...]] = field(default_factory=dict)
     thresholds: tuple[Message, ...] = ()

@@ -1,6 +1,6 @@
 """A mobile game: teams earn a power-up by popping 500 bubbles in one minute.
 
-The seeds' example of why event time matters: a player's phone goes offline in
+A classic case of why event time matters: a player's phone goes offline in
 a tunnel, keeps recording what the player does, and delivers it all at once
 when it comes out, tens of seconds late. Counted by arrival time those bubbles
 land in the wrong minute; counted by event time they may lift a team over 500

@@ -9,7 +9,7 @@ Each reading has two times. ``reading.timestamp_ms`` is when it happened (event
 time); ``Delivery.deliver_at_ms`` is when it reaches Kafka, in the same
 simulated timeline. The gap between them is the disorder Eddy's watermarks must
 absorb: usually under ``disorder_ms``, but now and then a sensor loses its
-connection (the seeds' phone in a subway tunnel) and its buffered readings all
+connection (like a phone in a subway tunnel) and its buffered readings all
 arrive at once, tens of seconds late.
 """
 

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 ROOMS = 8
-UNKNOWN_EVERY = 13  # sensor_13, sensor_26... have no room: the seeds' "UNKNOWN ROOM"
+UNKNOWN_EVERY = 13  # sensor_13, sensor_26... have no room ("UNKNOWN ROOM" in sensor_rooms)
 
 
 def room_of(sensor_id: str) -> str | None:

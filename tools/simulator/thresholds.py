@@ -1,6 +1,7 @@
-"""Threshold updates for the sensor fleet (E14's broadcast control stream).
+"""Threshold updates for the sensor fleet (the broadcast control stream of
+agents/sensor_alerts.py).
 
-E14 alerts only for sensors that have a threshold, and a threshold of ``0.0``
+The alerts fire only for sensors that have a threshold, and a threshold of ``0.0``
 removes one. So the stream starts by giving every sensor a threshold (the
 pipeline has something to alert on at once), then now and then changes one,
 sometimes removing it, so the pipeline's broadcast state really changes under

@@ -1,4 +1,4 @@
-"""Tweets for the hashtag count (seed 000, figure 2-1).
+"""Tweets for the hashtag count (agents/hashtags.py).
 
 Hashtag popularity is Zipf-like, as on the real thing: a few tags dominate, so
 a top-N query has a stable answer and the repartition by hashtag is skewed

@@ -1,4 +1,5 @@
-"""Vehicles reporting their speed twice: the OBD device and the driver's app (E20).
+"""Vehicles reporting their speed twice: the OBD device and the driver's app
+(agents/vehicle_speed.py).
 
 The vehicle speed check joins the two per vehicle and second, so the simulation
 reproduces what makes that hard:

@@ -125,3 +125,20 @@ def _stdlib(module: str) -> bool:
     import sys
 
     return module in sys.stdlib_module_names or module == "__future__"
+
+
+def test_every_public_name_loads_and_the_cli_help_loads_none_of_them() -> None:
+    import subprocess
+    import sys
+
+    import service
+
+    for name in service.__all__:
+        assert getattr(service, name) is not None, name
+    probe = (
+        "import sys, service.cli; service.cli.build_parser(); "
+        "print(sorted(m for m in ('fastapi', 'aiokafka', 'rocksdict', 'pydantic_settings', "
+        "'pyarrow') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "[]", loaded.stderr

@@ -1,0 +1,144 @@
+"""Checkpoints of a stage's tasks: outputs, changelog and offsets commit together.
+
+Under exactly-once each task commits its own Kafka transaction (its producer is
+its partition's), concurrently; at-least-once commits every task's offsets with
+the group's consumer. A checkpoint that fails discards the task, which is then
+reopened from what Kafka committed (docs/architecture.md, "The checkpoint").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from service.eventtime import MIN_WATERMARK, Clock
+from service.metrics import Metrics
+from service.runtime.clients import StageClients
+from service.runtime.gauges import StateGauges
+from service.runtime.latency import LatencyMarkers
+from service.runtime.partitions import Partitions
+from service.runtime.task import Task
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+# State size and lag are estimates; once a second is plenty and keeps commits cheap.
+GAUGES_EVERY_S = 1.0
+
+
+class Checkpointer:
+    """Commits every task with work, every ``EDDY_COMMIT_INTERVAL_MS``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        clients: StageClients,
+        partitions: Partitions,
+        markers: LatencyMarkers,
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.clients = clients
+        self.partitions = partitions
+        self.markers = markers
+        self.clock = clock
+        self.name = partitions.name
+        self._gauges = StateGauges(metrics, self.name)
+        self._gauges_at = 0.0
+        self.last_commit = time.monotonic()
+        # Wall-clock ms of each partition's last checkpoint here (GET /jobs).
+        self.last_commit_ms: dict[int, int] = {}
+
+    @property
+    def deadline_s(self) -> float:
+        """When the next checkpoint is due (``time.monotonic()``)."""
+        return self.last_commit + self.settings.commit_interval_ms / 1000
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.deadline_s
+
+    async def commit_all(self, *, reopen_failed: bool = True) -> None:
+        """Checkpoint every task with work.
+
+        Args:
+            reopen_failed: reopen a task whose checkpoint failed, from what Kafka
+                committed. False when the partitions are being given up anyway
+                (revoke, stop): reopening would only fence our own producer.
+        """
+        self.last_commit = time.monotonic()
+        tasks = [task for task in self.partitions.tasks.values() if task.has_work]
+        if not tasks:
+            return
+        started = time.perf_counter()
+        if self.settings.exactly_once:
+            await asyncio.gather(*(self._commit_one(task, reopen_failed) for task in tasks))
+        else:
+            await self._commit_at_least_once(tasks, reopen_failed)
+        self.metrics.commit_seconds.labels(self.name).observe(time.perf_counter() - started)
+        self._update_watermark_metrics()
+        if time.monotonic() - self._gauges_at >= GAUGES_EVERY_S:
+            self._gauges_at = time.monotonic()
+            stores = self.partitions.stores
+            owned = {p: s for p in self.partitions.tasks if (s := stores.get(p)) is not None}
+            self._gauges.refresh(self.clients.consumer, self.partitions.tasks, owned)
+
+    async def _commit_one(self, task: Task, reopen_failed: bool) -> None:
+        try:
+            await task.prepare_commit()
+            await task.commit_transaction(self.clients.group_id)
+        except ProducerFenced:
+            self.metrics.commit_failures.labels(self.name).inc()
+            await self.partitions.fenced(task, reopen=reopen_failed)
+            return
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.warning(
+                "%s[%d]: checkpoint failed (%r); reopening from Kafka",
+                self.name,
+                task.partition,
+                exc,
+            )
+            self.metrics.commit_failures.labels(self.name).inc()
+            task.discard()
+            if reopen_failed:
+                await self.partitions.reopen(task.partition)
+            return
+        self._finish(task)
+        self.metrics.commits.labels(self.name).inc()
+
+    async def _commit_at_least_once(self, tasks: list[Task], reopen_failed: bool) -> None:
+        try:
+            await asyncio.gather(*(task.prepare_commit() for task in tasks))
+            offsets = {tp: off for task in tasks for tp, off in task.next_offsets.items()}
+            await self.clients.consumer.commit(offsets)
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.warning("%s: checkpoint failed (%r); reopening from Kafka", self.name, exc)
+            self.metrics.commit_failures.labels(self.name).inc(len(tasks))
+            for task in tasks:
+                task.discard()
+                if reopen_failed:
+                    await self.partitions.reopen(task.partition)
+            return
+        for task in tasks:
+            self._finish(task)
+        self.metrics.commits.labels(self.name).inc(len(tasks))
+
+    def _finish(self, task: Task) -> None:
+        """The local write; the checkpoint's outputs are visible now: observe markers."""
+        task.finish_commit()
+        now_ms = self.clock.now_ms()
+        self.last_commit_ms[task.partition] = now_ms
+        for (topic, partition), seconds in self.markers.observe(task.partition, now_ms):
+            self.metrics.latency_markers.labels(self.name, topic, str(partition)).observe(seconds)
+
+    def _update_watermark_metrics(self) -> None:
+        now_ms = self.clock.now_ms()
+        for partition, task in self.partitions.tasks.items():
+            watermark = task.logic.watermark_ms
+            if watermark == MIN_WATERMARK:
+                continue
+            self.metrics.watermark_ms.labels(self.name, str(partition)).set(watermark)
+            self.metrics.watermark_lag_ms.labels(self.name, str(partition)).set(now_ms - watermark)

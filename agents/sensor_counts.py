@@ -1,7 +1,7 @@
 """Late data (docs/semantics.md, "Allowed lateness and late data"): readings per
-sensor per 10 s window, with 5 s of allowed lateness. A window emits ``first`` when the watermark passes its end,
-then an ``update`` for each reading arriving within the lateness; readings later
-than that go to their own topic.
+sensor per 10 s window, with 5 s of allowed lateness. A window emits ``first``
+when the watermark passes its end, then an ``update`` for each reading arriving
+within the lateness; readings later than that go to their own topic.
 """
 
 from __future__ import annotations

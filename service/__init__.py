@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from service.eventtime.watermarks import (
         Ascending,
         BoundedOutOfOrderness,
+        NoWatermarks,
         Punctuated,
         WatermarkStrategy,
     )
@@ -167,6 +168,7 @@ _EXPORTS = {
     "PostgresUpsert": "service.pipeline.pgsink",
     "ProcessingTimeTrigger": "service.eventtime.triggers",
     "ProcessWindowFunction": "service.eventtime.functions",
+    "NoWatermarks": "service.eventtime.watermarks",
     "Punctuated": "service.eventtime.watermarks",
     "PurgingTrigger": "service.eventtime.triggers",
     "Queries": "service.app.web",
@@ -249,6 +251,7 @@ __all__ = [
     "MinMax",
     "MinMaxResult",
     "NeverTrigger",
+    "NoWatermarks",
     "PostgresUpsert",
     "ProcessWindowFunction",
     "ProcessingTimeTrigger",

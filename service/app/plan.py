@@ -41,7 +41,13 @@ from service.eventtime import BoundedOutOfOrderness, WindowSpec
 from service.eventtime.descriptors import StateDescriptor
 from service.eventtime.functions import field as accessor
 from service.eventtime.joins import IntervalJoin, window_cogroup, window_join
-from service.eventtime.watermarks import FromUpstream, PerInput, WatermarkStrategy
+from service.eventtime.watermarks import (
+    FromUpstream,
+    NoWatermarks,
+    PerInput,
+    WatermarkStrategy,
+)
+from service.eventtime.windows import Global
 from service.pipeline.base import Pipeline, Target
 from service.pipeline.enrich import AsyncEnrichment
 from service.pipeline.keyed import MAIN, KeyedProcess
@@ -195,7 +201,12 @@ def _window(
         evictor=step.evictor,
         allowed_lateness_ms=step.allowed_lateness_ms,
     )
-    watermark = _stage_watermark(b, name, head, source, needed=spec.assigner.is_event_time)
+    # Count windows (one global window per key) count elements: no clock needed.
+    counted = isinstance(spec.assigner, Global)
+    watermark = (
+        _stage_watermark(b, name, head, source, needed=spec.assigner.is_event_time and not counted)
+        or NoWatermarks()
+    )
     key_field = _key_field(head, pre)
     retention = next((q.retention_ms for q in queryable if q.retention_ms), None)
     if step.late_to is not None:
@@ -498,7 +509,10 @@ def _join_watermark(
     name: str, left: Stream[Any], right: Stream[Any], left_topic: str, right_topic: str
 ) -> WatermarkStrategy:
     lw, rw = _require_watermark(name, left), _require_watermark(name, right)
-    return PerInput({left_topic: lw, right_topic: rw})
+    every = [w.emit_every_ms for w in (lw, rw) if w.emit_every_ms is not None]
+    # Each side keeps its own idleness; emission is per record unless a side asks
+    # for periodic, then at the shorter period.
+    return PerInput({left_topic: lw, right_topic: rw}, emit_every_ms=min(every, default=None))
 
 
 # -- types and steps --------------------------------------------------------------------

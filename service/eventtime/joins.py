@@ -66,7 +66,8 @@ class IntervalJoin:
             left_ts, right_ts = (ts, other_ts) if side == LEFT else (other_ts, ts)
             if self.lower_ms <= right_ts - left_ts <= self.upper_ms:
                 left, right = (value, other) if side == LEFT else (other, value)
-                ctx.output(self.join(left, right))
+                # Flink stamps a joined pair with the later of its two times.
+                ctx.output(self.join(left, right), timestamp_ms=max(ts, other_ts))
         ctx.state.list(mine).add([ts, value])
         # Kept until the watermark reaches its expiry; then this timer drops it.
         ctx.timer_service.register_event_time_timer(self._expiry(ts, side))

@@ -82,11 +82,17 @@ class Context:
         """(topic, partition, offset) of the element being handled, if known."""
         return self._op.source
 
-    def output(self, value: Any, output: str = MAIN, key: str | None = None) -> None:
-        """Emit ``value`` to a named output (``"main"`` unless said otherwise)."""
-        self._op.emitted.append(
-            Emitted(output, self._op.key if key is None else key, value, self.timestamp_ms)
-        )
+    def output(
+        self,
+        value: Any,
+        output: str = MAIN,
+        key: str | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Emit ``value`` to a named output (``"main"`` unless said otherwise), with
+        the element's (or timer's) time unless ``timestamp_ms`` says otherwise."""
+        at = self.timestamp_ms if timestamp_ms is None else timestamp_ms
+        self._op.emitted.append(Emitted(output, self._op.key if key is None else key, value, at))
 
     def send(self, topic: Any, value: Any, key: str | None = None) -> None:
         """Emit ``value`` to an output topic the agent declared (``outputs=[...]``),
@@ -238,10 +244,10 @@ class ProcessOperator:
         """An explicit watermark (the input's own, or the end of input)."""
         return drive(self.advance_watermark_async(watermark_ms))
 
-    def observe(self, input_index: int, timestamp_ms: int) -> list[Emitted]:
-        """A source record that produced no element (filtered out) still moves the
-        clock, as a watermark generated at the source does in Flink."""
-        return drive(self.observe_async(input_index, timestamp_ms))
+    def observe(self, input_index: int, timestamp_ms: int, value: Any = None) -> list[Emitted]:
+        """A source record moves the clock once, whatever elements it gave (none,
+        if filtered out), as a watermark generated at the source does in Flink."""
+        return drive(self.observe_async(input_index, timestamp_ms, value))
 
     def on_tick(self, now_ms: int) -> list[Emitted]:
         """Processing time passed: periodic watermarks, idleness, processing timers."""
@@ -273,9 +279,11 @@ class ProcessOperator:
             )
         await _call(handler, value, self._ctx)
 
-    async def observe_async(self, input_index: int, timestamp_ms: int) -> list[Emitted]:
+    async def observe_async(
+        self, input_index: int, timestamp_ms: int, value: Any = None
+    ) -> list[Emitted]:
         self.emitted = []
-        await self._advance_from(input_index, timestamp_ms, None)
+        await self._advance_from(input_index, timestamp_ms, value)
         return self.emitted
 
     async def _advance_from(self, input_index: int, timestamp_ms: int, value: Any) -> None:

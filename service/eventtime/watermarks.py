@@ -198,10 +198,10 @@ class MarkerGenerator:
 
 @dataclass(frozen=True)
 class PerInput:
-    """A different strategy per input, e.g. the vehicle speed check
-    (agents/vehicle_speed.py): 30 s of delay for the OBD device, minutes for the
-    phone app. The clock is still the minimum
-    over the inputs; idleness and emission are set here, for all of them."""
+    """A different strategy per input, e.g. 30 s of delay for a car's OBD device
+    and minutes for the driver's phone app, joined. The clock is still the minimum
+    over the inputs. Emission is set here, for all of them; an input goes idle
+    after this ``idle_timeout_ms`` if set, else after its own strategy's."""
 
     strategies: dict[str, WatermarkStrategy]
     emit_every_ms: int | None = None
@@ -216,6 +216,25 @@ class PerInput:
         except KeyError:
             known = ", ".join(sorted(self.strategies))
             raise ValueError(f"no watermark strategy for input {input_name!r} ({known})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class NoWatermarks:
+    """No event-time clock (Flink's ``noWatermarks``): for count windows, whose
+    triggers count elements; event-time timers fire only at the end of input."""
+
+    emit_every_ms: int | None = None
+    idle_timeout_ms: int | None = None
+
+    def create(self) -> MarkerGenerator:
+        return MarkerGenerator()  # no markers ever come: it stays at the minimum
+
+
+def _idle_timeout(strategy: WatermarkStrategy, input_name: str) -> int | None:
+    if isinstance(strategy, PerInput) and strategy.idle_timeout_ms is None:
+        own = strategy.strategies.get(input_name)
+        return None if own is None else own.idle_timeout_ms
+    return strategy.idle_timeout_ms
 
 
 def _generator(strategy: WatermarkStrategy, input_name: str) -> WatermarkGenerator:
@@ -234,13 +253,14 @@ class WatermarkTracker:
         self._strategy = strategy
         self._generators = {name: _generator(strategy, name) for name in inputs}
         self._last_event_at: dict[str, int | None] = dict.fromkeys(inputs)
+        self._idle_after = {name: _idle_timeout(strategy, name) for name in inputs}
         self._last_emit_at: int | None = None
         self.watermark_ms = MIN_WATERMARK
         self.idle: set[str] = set()
         # One input, emitted per record, nothing wall-clock based: the common case,
         # where the operator's clock is simply the generator's.
         simple = len(inputs) == 1 and strategy.emit_every_ms is None
-        simple = simple and strategy.idle_timeout_ms is None
+        simple = simple and all(t is None for t in self._idle_after.values())
         simple = simple and getattr(strategy, "quiet_advance_ms", None) is None
         self._only = next(iter(self._generators.values())) if simple else None
         self._bounded = self._only if isinstance(self._only, BoundedGenerator) else None
@@ -296,13 +316,14 @@ class WatermarkTracker:
 
     def on_tick(self, now_ms: int) -> bool:
         """Processing time passed: idleness, quiet advance, periodic emission."""
-        timeout = self._strategy.idle_timeout_ms
+        default = self._strategy.idle_timeout_ms
         for name, generator in self._generators.items():
             last = self._last_event_at[name]
             if last is None:
                 self._last_event_at[name] = last = now_ms
             quiet_for = now_ms - last
             generator.on_quiet(now_ms, quiet_for)
+            timeout = self._idle_after.get(name, default)
             if timeout is not None and quiet_for >= timeout:
                 self.idle.add(name)
         every = self._strategy.emit_every_ms

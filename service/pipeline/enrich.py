@@ -153,7 +153,7 @@ class EnrichmentLogic:
             event_ms = read.timestamp_ms
             for key, value in read.elements:
                 await self._queue.put(partial(self._call, key, event_ms, value, out))
-            self._tracker.on_event(record.topic, event_ms, None, self._now_ms)
+            self._tracker.on_event(record.topic, event_ms, read.value, self._now_ms)
         self._emit(self._queue.take(), out)
 
     async def tick_async(self, now_ms: int, out: Output) -> None:

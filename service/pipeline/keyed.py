@@ -142,7 +142,7 @@ class ProcessLogic:
         emitted: list[Emitted] = []
         for key, value in read.elements:
             emitted += op.process_element(key, read.timestamp_ms, value, index)
-        emitted += op.observe(index, read.timestamp_ms)
+        emitted += op.observe(index, read.timestamp_ms, read.value)
         self._emit(emitted, out)
 
     def process_broadcast(self, record: InputRecord, out: Output) -> None:
@@ -209,7 +209,7 @@ class AsyncProcessLogic(ProcessLogic):
             op.emitted = []
             await op.element_async(key, read.timestamp_ms, value, index)
             emitted += op.emitted
-        emitted += await op.observe_async(index, read.timestamp_ms)
+        emitted += await op.observe_async(index, read.timestamp_ms, read.value)
         self._emit(emitted, out)
 
     async def tick_async(self, now_ms: int, out: Output) -> None:

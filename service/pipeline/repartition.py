@@ -95,7 +95,7 @@ class RepartitionLogic:
         for key, value in read.elements:
             for data in target.write(value):
                 out.send(target.topic, key.encode(), data, (), read.timestamp_ms)
-        self._tracker.on_event(record.topic, read.timestamp_ms, None, self._now_ms)
+        self._tracker.on_event(record.topic, read.timestamp_ms, read.value, self._now_ms)
         self._active = True
 
     def advance_watermark(self, watermark_ms: int, out: Output) -> None:

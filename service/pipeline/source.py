@@ -47,6 +47,7 @@ class Read:
 
     timestamp_ms: int
     elements: list[tuple[str, Any]]
+    value: Any = None  # the record's decoded value (a punctuated watermark reads it)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Source:
         elements = self._elements(record, value, out)
         if elements is None:
             return None
-        return self._keyed(record, elements, record_key, timestamp_ms, out)
+        return self._keyed(record, value, elements, record_key, timestamp_ms, out)
 
     def _record_key(self, record: InputRecord, value: Any, out: Output) -> str | bool | None:
         if self.record_key is None:
@@ -147,13 +148,14 @@ class Source:
     def _keyed(
         self,
         record: InputRecord,
+        value: Any,
         elements: Sequence[Any],
         record_key: Any,
         timestamp_ms: int,
         out: Output,
     ) -> Read | None:
         if self.key is None:
-            return Read(timestamp_ms, [(record_key, e) for e in elements])
+            return Read(timestamp_ms, [(record_key, e) for e in elements], value)
         keyed = []
         for element in elements:
             try:
@@ -165,7 +167,7 @@ class Source:
                 out.dead_letter(record, f"key_by: {key!r} is not a str")
                 return None
             keyed.append((key, element))
-        return Read(timestamp_ms, keyed)
+        return Read(timestamp_ms, keyed, value)
 
 
 def failure(what: str, exc: BaseException) -> str:

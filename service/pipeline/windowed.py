@@ -180,7 +180,7 @@ class WindowedLogic:
                 self._emit(results, out)
         if late:
             self._late(record, timestamp_ms, out)
-        self._emit(windows.observe(record.topic, timestamp_ms, None, self._now_ms), out)
+        self._emit(windows.observe(record.topic, timestamp_ms, read.value, self._now_ms), out)
 
     def advance_watermark(self, watermark_ms: int, out: Output) -> None:
         """An explicit watermark (the test driver's, or the end of input)."""

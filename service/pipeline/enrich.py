@@ -1,4 +1,4 @@
-"""Async enrichment: one external lookup per record (docs/semantics.md L.6).
+"""Async enrichment: one external lookup per record (docs/semantics.md, "Async enrichment").
 
 Each record of ``source`` is looked up with ``lookup`` (an async function: an HTTP
 call, a database query) and written to ``sink`` as ``enrich(value, answer)``.

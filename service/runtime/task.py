@@ -1,6 +1,7 @@
 """A task: one input partition of one pipeline, with its state and progress.
 
-Checkpoint order (the consistent cut of docs/semantics.md I.3):
+Checkpoint order (the consistent cut: docs/semantics.md, "Exactly-once", and
+docs/architecture.md, "The checkpoint (a consistent cut)"):
 
 1. the logic writes in-memory progress (watermarks) into the state transaction;
 2. the state changes go to the changelog, through the same producer as outputs;

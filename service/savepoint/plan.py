@@ -139,9 +139,10 @@ def partition_of(key: str, partitions: int) -> int:
 def target_partitions(
     table: str, key: str, saved_partition: int, saved_count: int, new_count: int
 ) -> list[int]:
-    """The new partitions a saved row goes to (the seeds' key groups: the partition
-    function). Keyed rows go to their key's partition; per-partition rows (``meta``:
-    watermarks, broadcast state) to each new partition they are the source of."""
+    """The new partitions a saved row goes to (what Flink's key groups do: the
+    partition function decides which task owns a key). Keyed rows go to their key's
+    partition; per-partition rows (``meta``: watermarks, broadcast state) to each new
+    partition they are the source of."""
     if new_count == saved_count:
         return [saved_partition]
     if keyed_by_record_key(table):

@@ -1,4 +1,4 @@
-"""Exactly-once under faults, checked the way docs/eos-verification.md says.
+"""Exactly-once under faults, checked the way docs/chaos.md describes.
 
 (a) a short exactly-once run with every fault kind against every agent of the
 reference app (the checker, sensor_averages and the other reference agents,

@@ -1,4 +1,5 @@
-"""The window operator against an independent offline oracle (semantics D and G)."""
+"""The window operator against an independent offline oracle (docs/semantics.md,
+"Windows" and "Allowed lateness and late data")."""
 
 from __future__ import annotations
 

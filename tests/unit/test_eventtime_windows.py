@@ -1,4 +1,5 @@
-"""Window assignment and watermark arithmetic (docs/semantics.md C.6, D.2-D.3)."""
+"""Window assignment and watermark arithmetic (docs/semantics.md, "Bounded
+out-of-orderness" and "Tumbling windows")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Joins (semantics F) and state time-to-live (H.5)."""
+"""Joins and state time-to-live (docs/semantics.md, "Joins" and "Keyed state")."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def join_harness(fn: Any, bound_ms: int = 0) -> ProcessHarness:
 
 
 def test_the_002_walkthrough_inner_join() -> None:
+    """The replay example ``join-002`` (docs/replay.md): each match is emitted
+    whichever side arrives first."""
     h = join_harness(UnboundedJoin())
     for n in (1, 2, 3):
         h.record({"k": "a", "t": n, "n": n}, "right")

@@ -1,5 +1,7 @@
-"""Process functions, timers, keyed state and broadcast state, from the seeds'
-examples (docs/semantics.md E and H; reference applications E5-E15)."""
+"""Process functions, timers, keyed state and broadcast state (docs/semantics.md,
+"Process functions", "Timers", "Keyed state" and "Broadcast state"), on the
+reference app's sensor functions (``agents/sensor_functions.py``): rising
+temperature, freezing, updatable and self-cleaning alerts, a reading filter."""
 
 from __future__ import annotations
 

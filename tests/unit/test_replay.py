@@ -18,7 +18,7 @@ EXAMPLES = ROOT / "docs" / "examples" / "replay"
 NAMES = sorted(p.name.removesuffix(".spec.json") for p in EXAMPLES.glob("*.spec.json"))
 
 
-def test_the_seeds_examples_are_all_there() -> None:
+def test_the_documented_examples_are_all_there() -> None:
     assert set(NAMES) >= {
         "min-max-5s",
         "min-temp-15s",

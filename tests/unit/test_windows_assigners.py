@@ -1,5 +1,6 @@
-"""Window assigners (docs/semantics.md D.2-D.6): which windows an element joins, and
-what a user sees come out of the harness for each kind of window."""
+"""Window assigners (docs/semantics.md, "Windows": tumbling, sliding, session, the
+global window and count windows): which windows an element joins, and what a user
+sees come out of the harness for each kind of window."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def fired(h: WindowHarness) -> list[tuple[str, int | None, int | None, Any]]:
         pytest.param(5_000, 0, 4_999, (0, 5_000), id="5s-end-minus-1-is-inside"),
         pytest.param(5_000, 0, 5_000, (5_000, 10_000), id="5s-end-is-the-next-window"),
         pytest.param(1_000, 0, -1, (-1_000, 0), id="1s-negative-time"),
-        pytest.param(15_000, 0, 31_234, (30_000, 45_000), id="15s-seeds-min-temp"),
+        pytest.param(15_000, 0, 31_234, (30_000, 45_000), id="15s-min-temp-example"),
         pytest.param(
             86_400_000, -28_800_000, 57_600_000, (57_600_000, 144_000_000), id="day-utc+8"
         ),
@@ -105,7 +106,7 @@ def test_tumbling_with_offset_groups_a_local_day() -> None:
                 (1_800_000, 5_400_000),
                 (900_000, 4_500_000),
             ],
-            id="seeds-1h-every-15min-in-4",
+            id="1h-every-15min-in-4",
         ),
         pytest.param(2, 5, 1, [(0, 2)], id="gap-inside-a-window"),
         pytest.param(2, 5, 2, [], id="gap-first-instant"),
@@ -134,7 +135,7 @@ def test_sliding_windows_each_count_every_reading_they_cover() -> None:
 
 
 def test_sliding_gap_readings_belong_to_no_window_and_are_not_late() -> None:
-    """slide > size (D.4): a reading in a gap is dropped, not side-output, while on time."""
+    """slide > size: a reading in a gap is dropped, not side-output, while on time."""
     h = harness(WindowSpec(Sliding(2_000, 5_000), Count()))
     for ts in (500, 3_000, 5_500, 9_000):
         h.record(Reading("s1", ts))
@@ -180,7 +181,8 @@ def test_session_merging(arrivals: list[int], sessions: list[tuple[int, int, int
 
 
 def test_session_merge_merges_the_aggregates_state() -> None:
-    """D.5: the merged window's accumulator is ``merge`` of the two, not a restart."""
+    """Session merging: the merged window's accumulator is ``merge`` of the two, not a
+    restart."""
     spec = WindowSpec(Session(3_000), Sum(lambda r: r.temperature))
     h = harness(spec, bound_ms=10_000)
     h.record(Reading("s1", 0, 1.0))
@@ -221,7 +223,7 @@ def test_tumbling_count_window_fires_every_n_readings_of_a_key() -> None:
 
 
 def test_count_window_with_timeout_fires_a_key_that_never_reaches_n() -> None:
-    """D.6: the timeout (processing time since the window's first reading) rescues it."""
+    """The timeout (processing time since the window's first reading) rescues it."""
     h = count_harness(3, timeout_ms=5_000)
     h.record(Reading("a", 0, 1.0))
     h.processing_time(4_999)
@@ -278,7 +280,7 @@ def test_processing_time_tumbling_windows_go_by_the_wall_clock() -> None:
 
 
 class ThirtySecondsWindows:
-    """The seeds' custom assigner: 30 s tumbling windows written by hand."""
+    """A user's own assigner: 30 s tumbling windows written by hand."""
 
     size_ms = 30_000
 

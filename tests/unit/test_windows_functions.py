@@ -1,6 +1,8 @@
-"""Window functions and evictors (docs/semantics.md D.7, D.9), from the seeds' E2-E4
-and E11: reduce, aggregate, process-window with per-window and global state, an
-incremental aggregate feeding a process-window function, and evictors."""
+"""Window functions and evictors (docs/semantics.md, "Window functions" and
+"Evictors"), on the classic temperature examples (minimum, average, and min-max per
+sensor per window) and on a count that says "first" or "update": reduce, aggregate,
+process-window with per-window and global state, an incremental aggregate feeding
+a process-window function, and evictors."""
 
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ class Reading(NamedTuple):
     temperature: float
 
 
-# The seeds' readings for E2-E4: two sensors over two 15 s windows.
+# Temperature readings for the min, average and min-max examples: two sensors over
+# two 15 s windows.
 READINGS = [
     Reading("sensor_1", 1_000, 66.0),
     Reading("sensor_2", 2_000, 55.5),
@@ -68,11 +71,12 @@ def values(h: WindowHarness) -> list[tuple[str | None, int | None, Any]]:
     return [(e.key, e.window_start_ms, e.value) for e in h.main()]
 
 
-# -- E2-E4: reduce, aggregate, process-window ---------------------------------------
+# -- min, average, min-max: reduce, aggregate, process-window ---------------------
 
 
 class AvgTempFunction:
-    """The seeds' AggregateFunction: accumulator (id, sum, count), result (id, avg)."""
+    """An average written as a user's aggregate function: accumulator (id, sum, count),
+    result (id, avg)."""
 
     def create(self) -> tuple[str, float, int]:
         return ("", 0.0, 0)
@@ -88,7 +92,8 @@ class AvgTempFunction:
 
 
 class HighAndLowTempProcessFunction:
-    """The seeds' full-window function: MinMaxTemp(id, min, max, window end)."""
+    """A full-window process function: (id, min, max, window end) from all the
+    window's readings at once."""
 
     def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
         temps = [r.temperature for r in elements]
@@ -96,7 +101,8 @@ class HighAndLowTempProcessFunction:
 
 
 class AssignWindowEndProcessFunction:
-    """The seeds' second half of an incremental min-max: gets the one reduced value."""
+    """The second half of an incremental min-max: gets the one reduced value and adds
+    the window end."""
 
     def __init__(self) -> None:
         self.calls: list[int] = []
@@ -126,10 +132,10 @@ MIN_15S = [
                 ),
             ),
             [(k, s, (k, v)) for k, s, v in MIN_15S],
-            id="E2-min-temp-reduce-as-in-the-seeds",
+            id="min-temp-user-reduce",
         ),
         pytest.param(
-            WindowSpec(Tumbling(15_000), Min(lambda r: r.temperature)), MIN_15S, id="E2-min-builtin"
+            WindowSpec(Tumbling(15_000), Min(lambda r: r.temperature)), MIN_15S, id="min-builtin"
         ),
         pytest.param(
             WindowSpec(Tumbling(15_000), Max(lambda r: r.temperature)),
@@ -149,7 +155,7 @@ MIN_15S = [
                 ("sensor_1", 15_000, ("sensor_1", 70.0)),
                 ("sensor_2", 15_000, ("sensor_2", 54.0)),
             ],
-            id="E3-avg-temp-aggregate-as-in-the-seeds",
+            id="avg-temp-user-aggregate",
         ),
         pytest.param(
             WindowSpec(Tumbling(15_000), Avg(lambda r: r.temperature)),
@@ -159,7 +165,7 @@ MIN_15S = [
                 ("sensor_1", 15_000, 70.0),
                 ("sensor_2", 15_000, 54.0),
             ],
-            id="E3-avg-builtin",
+            id="avg-builtin",
         ),
         pytest.param(
             WindowSpec(Tumbling(5_000), process=HighAndLowTempProcessFunction()),
@@ -172,7 +178,7 @@ MIN_15S = [
                 ("sensor_1", 15_000, ("sensor_1", 70.0, 70.0, 20_000)),
                 ("sensor_2", 15_000, ("sensor_2", 54.0, 54.0, 20_000)),
             ],
-            id="E4-min-max-5s-process-window",
+            id="min-max-5s-process-window",
         ),
         pytest.param(
             WindowSpec(Tumbling(15_000), MinMax(lambda r: r.temperature)),
@@ -182,16 +188,16 @@ MIN_15S = [
                 ("sensor_1", 15_000, {"min": 70.0, "max": 70.0}),
                 ("sensor_2", 15_000, {"min": 54.0, "max": 54.0}),
             ],
-            id="E4-min-max-builtin",
+            id="min-max-builtin",
         ),
     ],
 )
-def test_seeds_window_functions(spec: WindowSpec, expected: list[Any]) -> None:
+def test_temperature_window_functions(spec: WindowSpec, expected: list[Any]) -> None:
     assert values(run(spec)) == expected
 
 
 def test_incremental_reduce_feeds_one_value_to_the_process_function() -> None:
-    """E4, second version: reduce (id, min, max) as readings come, then the process
+    """Min-max, incremental version: reduce (id, min, max) as readings come, then the process
     function adds the window end; it sees exactly one element per firing."""
     assign_end = AssignWindowEndProcessFunction()
     spec = WindowSpec(
@@ -222,12 +228,12 @@ def test_session_merge_uses_the_aggregates_merge() -> None:
     assert values(run(spec, readings, bound_ms=10_000)) == [("s", 0, ("s", 30.0))]
 
 
-# -- process-window state (E11) -----------------------------------------------------
+# -- process-window state -----------------------------------------------------------
 
 
 class UpdatingWindowCountFunction:
-    """The seeds' E11 function: counts, and says "first" or "update" from its own
-    per-window state."""
+    """Counts a window's readings (10 s windows, 5 s of allowed lateness below), and
+    says "first" or "update" from its own per-window state."""
 
     def process(self, elements: Sequence[Any], ctx: WindowContext) -> list[Any]:
         kind = "update" if ctx.window_state.get("isUpdate") else "first"

@@ -1,4 +1,5 @@
-"""Late data (docs/semantics.md G; the seeds' E11, L1980-2087): windows keep their
+"""Late data (docs/semantics.md, "Allowed lateness and late data"; the classic
+late-readings example: 10 s counts with 5 s of allowed lateness): windows keep their
 state for the allowed lateness, late readings within it re-fire the window as an
 ``update``, later ones are dropped and counted or go to a side output."""
 
@@ -53,7 +54,7 @@ def seen(h: WindowHarness) -> list[tuple[Any, ...]]:
     return out
 
 
-E11 = WindowSpec(Tumbling(10_000), Count(), allowed_lateness_ms=5_000)
+COUNTS_WITH_LATENESS = WindowSpec(Tumbling(10_000), Count(), allowed_lateness_ms=5_000)
 
 
 @pytest.mark.parametrize(
@@ -96,16 +97,16 @@ E11 = WindowSpec(Tumbling(10_000), Count(), allowed_lateness_ms=5_000)
         ),
     ],
 )
-def test_seeds_e11_allowed_lateness_5s(steps: list[Step], expected: list[tuple[Any, ...]]) -> None:
-    h = run(E11, steps)
+def test_counts_with_lateness_5s(steps: list[Step], expected: list[tuple[Any, ...]]) -> None:
+    h = run(COUNTS_WITH_LATENESS, steps)
     assert seen(h) == expected
 
 
-def test_seeds_e11_late_readings_stream_end_to_end() -> None:
+def test_late_readings_stream_end_to_end() -> None:
     """10 s counts with 5 s of lateness and a watermark 1 s behind: first, two
     updates, then the window is gone and a straggler is side-output."""
     h = WindowHarness(
-        E11,
+        COUNTS_WITH_LATENESS,
         key=lambda r: r.id,
         timestamp_ms=lambda r: r.timestamp_ms,
         watermark=BoundedOutOfOrderness(1_000),
@@ -124,7 +125,7 @@ def test_seeds_e11_late_readings_stream_end_to_end() -> None:
 
 
 def test_window_state_is_kept_exactly_until_end_1_plus_lateness() -> None:
-    h = run(E11, [("r", 1_000), ("wm", 14_998)])
+    h = run(COUNTS_WITH_LATENESS, [("r", 1_000), ("wm", 14_998)])
     assert ("s1", TimeWindow(0, 10_000)) in h.state.windows
     h.watermark(14_999)
     assert h.state.windows == {}
@@ -163,8 +164,8 @@ def test_late_readings_are_dropped_and_counted_without_a_side_output() -> None:
         ),
     ],
 )
-def test_seeds_window_0_5_with_a_2s_delay(arrivals: list[int], expected: list[Any]) -> None:
-    """The seeds' example: watermark = max - 2 s - 1, so [0, 5000) fires when the
+def test_window_0_5_with_a_2s_delay(arrivals: list[int], expected: list[Any]) -> None:
+    """5 s windows, a 2 s delay: watermark = max - 2 s - 1, so [0, 5000) fires when the
     reading at 7 s arrives (watermark 4999), not before."""
     h = WindowHarness(
         WindowSpec(Tumbling(5_000), Count()),
@@ -179,7 +180,7 @@ def test_seeds_window_0_5_with_a_2s_delay(arrivals: list[int], expected: list[An
 
 
 def test_a_reading_is_late_only_if_every_window_it_belongs_to_is_late() -> None:
-    """G.1 with sliding windows: [0, 10000) is late, [5000, 15000) is not, so the
+    """What "late" means, with sliding windows: [0, 10000) is late, [5000, 15000) is not, so the
     reading joins the open one and is not side-output."""
     h = run(WindowSpec(Sliding(10_000, 5_000), Count()), [("wm", 9_999), ("r", 7_000)])
     h.end_of_input()

@@ -1,5 +1,6 @@
 """Properties of the event-time core, checked by Hypothesis against oracles written
-here from the rules (docs/semantics.md C, D, G), not from the implementation:
+here from the rules (docs/semantics.md, "Watermarks", "Windows" and "Allowed lateness
+and late data"), not from the implementation:
 
 * results do not depend on arrival order when no record is later than the bound;
 * the operator's watermark never decreases;
@@ -183,7 +184,8 @@ def test_every_record_is_in_exactly_its_windows(
 ) -> None:
     """Any arrival order: a record joins each of its windows that is not yet late
     (end - 1 > watermark at arrival) and is side-output only if it joined none and
-    its own timestamp is behind the watermark (G.1; a gap record on time is dropped)."""
+    its own timestamp is behind the watermark (docs/semantics.md, "Sliding windows": a
+    gap record on time is dropped)."""
     offset = int(slide * offset_frac)
     spec = WindowSpec(Sliding(size, slide, offset_ms=offset), process=Timestamps())
     h = harness(spec, bound_ms)

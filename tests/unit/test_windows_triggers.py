@@ -1,6 +1,7 @@
-"""Triggers (docs/semantics.md D.8): when a window emits, what CONTINUE, FIRE,
+"""Triggers (docs/semantics.md, "Triggers"): when a window emits, what CONTINUE, FIRE,
 PURGE and FIRE_AND_PURGE do, early firing, and the custom-trigger interface, shown
-with the seeds' ``OneSecondIntervalTrigger`` (L1849-1907)."""
+with a classic early-firing trigger, ``OneSecondIntervalTrigger`` (an early result
+every second of watermark progress, a final one at the window's end)."""
 
 from __future__ import annotations
 
@@ -91,11 +92,11 @@ def test_event_time_window_fires_once_even_with_many_watermarks() -> None:
     assert emitted(h) == [(0, 1, "first")]
 
 
-# -- the seeds' custom early-firing trigger ------------------------------------------
+# -- a custom early-firing trigger --------------------------------------------------
 
 
 class OneSecondIntervalTrigger(TriggerBase):
-    """The seeds' trigger, line for line: on the first element, a timer at the next
+    """Flink's classic custom trigger, ported as is: on the first element, a timer at the next
     whole second of watermark and one at the window's end; each early timer fires
     and registers the next; the end timer fires and purges."""
 

@@ -1,4 +1,4 @@
-"""Watermarks (docs/semantics.md C): strategies, and the tracker that makes one
+"""Watermarks (docs/semantics.md, "Watermarks"): strategies, and the tracker that makes one
 operator clock out of several inputs: minimum, idleness, periodic emission, the
 quiet-stream advance, snapshots, and never going backwards."""
 
@@ -40,7 +40,7 @@ class Reading(NamedTuple):
         pytest.param(1_000, [7_000], 5_999, id="max-minus-bound-minus-1"),
         pytest.param(1_000, [7_000, 6_000], 5_999, id="older-reading-changes-nothing"),
         pytest.param(1_000, [7_000, 8_500], 7_499, id="newer-reading-advances"),
-        pytest.param(2_000, [1_000, 4_000, 6_000, 3_000, 7_000], 4_999, id="seeds-2s-delay"),
+        pytest.param(2_000, [1_000, 4_000, 6_000, 3_000, 7_000], 4_999, id="2s-delay-example"),
         pytest.param(0, [5, 3, 9], 8, id="bound-0"),
     ],
 )
@@ -89,7 +89,8 @@ def test_strategy_rejects_nonsense(kwargs: dict[str, int]) -> None:
 
 
 def test_operator_clock_is_the_minimum_over_inputs() -> None:
-    """C.4: a partition behind holds the clock back."""
+    """A partition behind holds the clock back (docs/semantics.md, "Several inputs: the
+    minimum")."""
     clock = FakeClock()
     tracker = WatermarkTracker(BoundedOutOfOrderness(0), ["p0", "p1"])
     assert tracker.on_event("p0", 10_000, None, clock.now_ms()) is False
@@ -102,7 +103,8 @@ def test_operator_clock_is_the_minimum_over_inputs() -> None:
 
 
 def test_an_idle_input_leaves_the_minimum_until_it_speaks() -> None:
-    """C.5, with the clock moved by hand."""
+    """Idleness (docs/semantics.md, "Idle inputs and quiet streams"), with the clock
+    moved by hand."""
     clock = FakeClock(start_ms=0)
     tracker = WatermarkTracker(BoundedOutOfOrderness(0, idle_timeout_ms=10_000), ["p0", "p1"])
     tracker.on_tick(clock.now_ms())
@@ -145,7 +147,8 @@ def test_all_inputs_idle_holds_the_clock() -> None:
 
 
 def test_periodic_emission_every_200ms_and_only_when_it_grows() -> None:
-    """C.6: the default interval of the seeds; records alone emit nothing."""
+    """Flink's default periodic interval, 200 ms (docs/semantics.md, "When the watermark
+    moves"); records alone emit nothing."""
     clock = FakeClock()
     tracker = WatermarkTracker(BoundedOutOfOrderness(1_000, emit_every_ms=200), ["p0"])
     tracker.on_tick(clock.now_ms())

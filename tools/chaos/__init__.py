@@ -1,4 +1,4 @@
-"""The exactly-once chaos harness (docs/chaos.md, docs/eos-verification.md).
+"""The exactly-once chaos harness (docs/chaos.md).
 
 ``python -m tools chaos`` seeds sequenced records, runs worker processes with
 exactly-once on, injects seeded faults (kill -9, SIGTERM, zombies, rebalances,

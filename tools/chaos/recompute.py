@@ -1,7 +1,7 @@
 """Offline recomputation of what a correct run emits (pure, independent of Eddy).
 
 Written from the agents' specifications, not from Eddy's operators: the
-checker's running aggregate per key, and the seeds' event-time rule for windowed
+checker's running aggregate per key, and Flink's event-time rule for windowed
 averages (per input partition, in arrival order: a reading is late when its
 window's last millisecond is at or below the watermark ``max_ts - bound - 1``
 that the readings before it produced). Both take the input as it was read back

@@ -1,8 +1,9 @@
 """Tumbling event-time windows with allowed lateness, recomputed (pure).
 
-The seeds' rule (Flink's), written out from the specification rather than taken
-from Eddy's operators, per input partition in offset order, the watermark being
-``max timestamp so far - bound - 1`` *before* each record:
+Flink's rule (docs/semantics.md, "Allowed lateness and late data"), written out
+from that description rather than taken from Eddy's operators, per input
+partition in offset order, the watermark being ``max timestamp so far - bound - 1``
+*before* each record:
 
 * a record whose window is gone (``end - 1 + lateness <= watermark``) is late;
 * otherwise it joins its window, and if the window's end has already passed

@@ -2,7 +2,7 @@
 
 Each stream is built so that what a correct run emits is a function of the input
 read back from Kafka alone, whatever the faults' timing (docs/chaos.md, "The
-reference pipelines"):
+reference agents"):
 
 * tweets and game events are disordered by at most their watermark bound, so no
   record is late by accident; game events also get deliberate late bursts (some

@@ -1,4 +1,4 @@
-"""The checks of docs/eos-verification.md over records read back from Kafka (pure).
+"""The exactly-once checks (docs/chaos.md) over records read back from Kafka (pure).
 
 Every function takes plain records (:class:`Rec`) and returns :class:`Check` s
 that count failures and keep a few examples, so each check can be shown to fail

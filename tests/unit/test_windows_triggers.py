@@ -96,9 +96,10 @@ def test_event_time_window_fires_once_even_with_many_watermarks() -> None:
 
 
 class OneSecondIntervalTrigger(TriggerBase):
-    """Flink's classic custom trigger, ported as is: on the first element, a timer at the next
-    whole second of watermark and one at the window's end; each early timer fires
-    and registers the next; the end timer fires and purges."""
+    """A classic custom trigger written for Flink, ported as is: on the first
+    element, a timer at the next whole second of watermark and one at the window's
+    end; each early timer fires and registers the next; the end timer fires and
+    purges."""
 
     def on_element(
         self, timestamp_ms: int, window: TimeWindow, ctx: TriggerContext

@@ -67,7 +67,12 @@ def main() -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--group", required=True)
-    parser.add_argument("--mode", choices=["consume", "json"], default="consume")
+    parser.add_argument(
+        "--mode",
+        choices=["consume", "json"],
+        default="consume",
+        help="consume: only read the records; json: also parse every value with orjson",
+    )
     parser.add_argument("--commit-interval-ms", type=int, default=100)
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args))), flush=True)

@@ -219,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.core", description=__doc__)
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--profile", choices=["memory", "rocksdb"], default=None)
+    parser.add_argument(
+        "--profile",
+        choices=["memory", "rocksdb"],
+        default=None,
+        help="print a cProfile of one run instead: memory (in-memory state) or rocksdb",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--label", default="", help="what was measured, kept in the report")
     args = parser.parse_args(argv)

@@ -101,7 +101,9 @@ async def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.pgsink", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--sensors", type=int, default=1_000)
     parser.add_argument("--batch-rows", type=int, default=5_000)

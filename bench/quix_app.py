@@ -76,9 +76,19 @@ def main() -> None:
     parser.add_argument("--output", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--state-dir", required=True)
-    parser.add_argument("--guarantee", choices=["at-least-once", "exactly-once"], required=True)
+    parser.add_argument(
+        "--guarantee",
+        choices=["at-least-once", "exactly-once"],
+        required=True,
+        help="Quix's processing_guarantee: at-least-once or exactly-once",
+    )
     parser.add_argument("--commit-interval-ms", type=int, default=100)
-    parser.add_argument("--closing", choices=["partition", "key"], default="partition")
+    parser.add_argument(
+        "--closing",
+        choices=["partition", "key"],
+        default="partition",
+        help="closing_strategy: partition (the partition's newest timestamp, like Eddy) or key",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     build(args).run()

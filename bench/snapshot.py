@@ -92,7 +92,9 @@ def spark_job(root: SnapshotRoot, out: Path, master: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.snapshot", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--windows-per-sensor", type=int, default=500)

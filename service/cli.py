@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Callable, Sequence
 
+from service.cli_parser import OneLineParser, print_error
 from service.errors import EddyError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -74,30 +74,9 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app, load_app_and_settings
-    from service.errors import ConfigError
-    from service.settings import ENV_PREFIX, Settings, build, settings_table
+    from service.config_cli import run_cli
 
-    if args.markdown:
-        print(settings_table([Settings, *load_app(args.app).settings_classes()]))
-        return 0
-    app, settings = load_app_and_settings(args.app)
-    shown = settings.to_env()
-    for name, value in shown.items():
-        print(f"{name}={value}")
-    for cls in app.settings_classes():
-        print(f"# {cls.__name__} (agent settings)")
-        try:
-            values = build(cls, {}).model_dump(mode="json")
-        except ConfigError as exc:  # a required setting unset: say which, keep listing
-            print("#   " + str(exc).replace("\n", "\n#   "))
-            continue
-        for name, value in values.items():
-            variable = f"{ENV_PREFIX}{name.upper()}"
-            if variable not in shown:
-                shown[variable] = str(value)
-                print(f"{variable}={'' if value is None else value}")
-    return 0
+    return run_cli(args)
 
 
 def _version() -> str:
@@ -110,7 +89,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="eddy",
         description="Eddy: stateful stream processing with event-time semantics on Kafka. "
         "Every command works on an app (--app module:attribute, or EDDY_APP); settings come "
@@ -158,8 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser(
         "config", help="the effective settings (the framework's and the agents'), or their table"
     )
-    config.add_argument(
+    config_form = config.add_mutually_exclusive_group()
+    config_form.add_argument(
         "--markdown", action="store_true", help="the settings table of docs/configuration.md"
+    )
+    config_form.add_argument(
+        "--json", action="store_true", help="print JSON: each variable, its value, who reads it"
     )
     config.set_defaults(handler=_config)
 
@@ -201,11 +184,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.command != "worker":
+        # aiokafka logs every failed connection attempt; a command's own error says it once.
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     handler: Handler = args.handler
     try:
         return handler(args)
     except EddyError as exc:
-        print(f"eddy: {exc}", file=sys.stderr)
-        return 2
+        return print_error("eddy", exc)
+    except OSError as exc:  # a path or host refused (permissions, disk, DNS): its message names it
+        return print_error("eddy", exc)
     except KeyboardInterrupt:
         return 130

@@ -3,6 +3,7 @@ Spark session; prints where each report is. ``make analytics`` runs this."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -11,7 +12,19 @@ from service.snapshot.layout import SnapshotNotFoundError
 from spark_jobs import JOBS, common
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return common.parser(
+        f"Run every job ({', '.join(JOBS)}) on one snapshot of an app, in one Spark "
+        "session, and print where each report is. Each job also runs alone: "
+        "python -m spark_jobs.<job>.",
+        prog="python -m spark_jobs",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # The jobs take the same options: checked here first, so --help and a usage
+    # error name this command rather than the first job.
+    build_parser().parse_args(argv)
     for name in JOBS:
         job = import_module(f"spark_jobs.{name}")
         try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from service.cli_parser import OneLineParser, print_error
 from service.errors import EddyError
 from service.snapshot.layout import SnapshotRoot
 from tables.export import SCHEMA_VERSION
@@ -34,8 +34,10 @@ ROW_SCHEMA = T.StructType(
 )
 
 
-def parser(description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
+def parser(description: str, prog: str) -> argparse.ArgumentParser:
+    """The options every job takes; ``prog`` is how the job is run (its usage and
+    its one-line errors name it)."""
+    p = OneLineParser(prog=prog, description=description)
     p.add_argument(
         "--root",
         default=os.environ.get("EDDY_SNAPSHOT_ROOT", ".eddy/snapshots"),
@@ -208,5 +210,6 @@ def run(job: Any, argv: Sequence[str] | None) -> int:
     try:
         return int(job(argv))
     except EddyError as exc:
-        print(f"eddy: {exc}", file=sys.stderr)
-        return 2
+        return print_error("eddy", exc)
+    except OSError as exc:  # a path or host refused (permissions, disk, DNS): its message names it
+        return print_error("eddy", exc)

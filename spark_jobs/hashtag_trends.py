@@ -8,6 +8,7 @@ it; a hashtag absent in that hour grew from 0 (its growth rate is empty).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -58,8 +59,12 @@ def transform(counts: DataFrame, top_n: int = TOP) -> Trends:
     )
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    args = build_parser().parse_args(argv)
     snapshot = common.Snapshot.open(args.root, args.app, args.snapshot)
     spark = common.session(NAME, args.master)
     trends = transform(snapshot.table(spark, "hashtag_counts", "results"))

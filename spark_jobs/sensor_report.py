@@ -10,6 +10,7 @@ windows; a Kafka-side report would read the topics).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -75,8 +76,12 @@ def transform(results: DataFrame, recent_alerts: DataFrame) -> SensorReport:
     )
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    args = build_parser().parse_args(argv)
     snapshot = common.Snapshot.open(args.root, args.app, args.snapshot)
     spark = common.session(NAME, args.master)
     report = transform(

@@ -7,6 +7,7 @@ differs. By default the newest snapshot is compared with the one before it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -58,15 +59,19 @@ def transform(old: DataFrame, new: DataFrame) -> Diff:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = common.parser(__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    p = common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
     p.add_argument(
         "--from",
         dest="from_id",
         default=None,
         help="older snapshot (default: the one before --snapshot)",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     new = common.Snapshot.open(args.root, args.app, args.snapshot)
     from_id = args.from_id
     if from_id is None:

@@ -6,6 +6,7 @@ Input: ``vehicle_speed``'s per-second checks (window results) in the snapshot.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -71,8 +72,12 @@ def transform(checks: DataFrame, worst_n: int = WORST) -> VehicleReport:
     )
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    args = build_parser().parse_args(argv)
     snapshot = common.Snapshot.open(args.root, args.app, args.snapshot)
     spark = common.session(NAME, args.master)
     report = transform(snapshot.table(spark, "vehicle_speed", "results"))

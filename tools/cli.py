@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Sequence
 
 from service.cli import bounded
+from service.cli_parser import OneLineParser, print_error
 from service.errors import EddyError
+
+
+class ToolsParser(OneLineParser):
+    """Usage errors in one line, named ``tools:`` (the tools are not Eddy's CLI)."""
+
+    error_name = "tools"
 
 
 def _kafka(args: argparse.Namespace) -> int:
@@ -56,20 +62,46 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ToolsParser(
         prog="python -m tools",
         description="Eddy's developer tools: local servers, the simulator, make run, chaos.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     kafka = commands.add_parser("kafka", help="fetch, start, stop the local Kafka broker")
-    kafka.add_argument("action", choices=["fetch", "start", "stop", "status"])
+    kafka_actions = kafka.add_subparsers(dest="action", required=True, metavar="action")
+    kafka_actions.add_parser(
+        "fetch", help="download the Kafka jars (once per version) into $EDDY_HOME/kafka"
+    )
+    kafka_actions.add_parser("start", help="start the local broker, unless one already answers")
+    kafka_actions.add_parser(
+        "stop", help="stop eddy's local broker (nothing to do if it is not running)"
+    )
+    _json(
+        kafka_actions.add_parser(
+            "status", help="is the local broker running: pid, version, address (exit 1 if not)"
+        )
+    )
     kafka.set_defaults(handler=_kafka)
 
     postgres = commands.add_parser(
         "postgres", help="start, stop the local PostgreSQL; migrate the sink's schema"
     )
-    postgres.add_argument("action", choices=["start", "stop", "status", "migrate"])
+    postgres_actions = postgres.add_subparsers(dest="action", required=True, metavar="action")
+    postgres_actions.add_parser(
+        "start", help="start the local PostgreSQL (initdb on first use), unless one answers"
+    )
+    postgres_actions.add_parser(
+        "stop", help="stop eddy's local PostgreSQL (nothing to do if it is not running)"
+    )
+    _json(
+        postgres_actions.add_parser(
+            "status", help="is the local PostgreSQL running: pid, DSN, data dir (exit 1 if not)"
+        )
+    )
+    postgres_actions.add_parser(
+        "migrate", help="apply the PostgreSQL sink's schema migrations (EDDY_POSTGRES_DSN)"
+    )
     postgres.set_defaults(handler=_postgres)
 
     simulate = commands.add_parser(
@@ -171,15 +203,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # aiokafka logs every failed connection attempt; the command's own error says it once.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:
         return int(args.handler(args))
     except EddyError as exc:
-        print(f"eddy: {exc}", file=sys.stderr)
-        return 2
+        return print_error("tools", exc)
+    except OSError as exc:  # a path or host refused (permissions, disk, DNS): its message names it
+        return print_error("tools", exc)
     except KeyboardInterrupt:
         return 130

@@ -38,8 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--faults", default="all", help="all, or a list: kill,term,zombie,...")
     parser.add_argument("--faults-per-kind", type=int, default=1, help="faults of each kind")
     parser.add_argument(
-        "--guarantee", choices=["exactly_once", "at_least_once"], default="exactly_once"
-    )
+        "--guarantee", choices=["exactly_once", "at_least_once"], default="exactly_once",
+        help="the workers' EDDY_PROCESSING_GUARANTEE: exactly_once (checked: no duplicates) "
+        "or at_least_once (the negative control)",
+    )  # fmt: skip
     parser.add_argument(
         "--expect-duplicates", action="store_true",
         help="negative control: succeed only if duplicates are found",
@@ -48,7 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commit-interval-ms", type=int, nargs="+", default=None,
         help="EDDY_COMMIT_INTERVAL_MS (run: 100; latency: 100 1000, side by side)",
     )  # fmt: skip
-    parser.add_argument("--session-timeout-ms", type=int, default=6_000)
+    parser.add_argument(
+        "--session-timeout-ms", type=int, default=6_000,
+        help="the workers' EDDY_SESSION_TIMEOUT_MS: how soon a killed worker's partitions move",
+    )  # fmt: skip
     parser.add_argument(
         "--duration", type=float, default=0.0,
         help="seconds to produce the input over (default: about 8 s per fault)",

@@ -6,6 +6,7 @@ import argparse
 
 from rich.console import Console
 
+from service.cli_parser import print_json
 from service.settings import Settings
 from tools import localkafka
 
@@ -23,14 +24,28 @@ def run(args: argparse.Namespace) -> int:
     elif action == "stop":
         localkafka.stop(console=console)
     elif action == "status":
-        return _status(console)
-    else:  # argparse's choices make this unreachable from the command line
+        return _status(console, as_json=getattr(args, "json", False))
+    else:  # argparse's subcommands make this unreachable from the command line
         raise ValueError(f"unknown kafka action {action!r}")
     return 0
 
 
-def _status(console: Console) -> int:
+def _status(console: Console, *, as_json: bool = False) -> int:
     state = localkafka.status()
+    if as_json:
+        print_json(
+            {
+                "running": state.running,
+                "ready": state.ready,
+                "external": state.external,
+                "version": state.version,
+                "pid": state.pid,
+                "bootstrap": state.bootstrap,
+                "data_dir": str(state.data_dir),
+                "eddy_bootstrap_servers": _settings().bootstrap_servers,
+            }
+        )
+        return 0 if state.running else 1
     if state.running:
         headline = "running" + ("" if state.ready else " (not answering yet)")
     elif state.external:

@@ -8,6 +8,7 @@ import os
 
 from rich.console import Console
 
+from service.cli_parser import print_json
 from tools import postgres
 
 
@@ -21,10 +22,10 @@ def run(args: argparse.Namespace) -> int:
     elif action == "stop":
         postgres.stop(console=console)
     elif action == "status":
-        return _status(console)
+        return _status(console, as_json=getattr(args, "json", False))
     elif action == "migrate":
         _migrate(console)
-    else:  # argparse's choices make this unreachable from the command line
+    else:  # argparse's subcommands make this unreachable from the command line
         raise ValueError(f"unknown postgres action {action!r}")
     return 0
 
@@ -54,8 +55,21 @@ def _migrate(console: Console) -> None:
     )
 
 
-def _status(console: Console) -> int:
+def _status(console: Console, *, as_json: bool = False) -> int:
     state = postgres.status()
+    if as_json:
+        print_json(
+            {
+                "running": state.running,
+                "ready": state.ready,
+                "external": state.external,
+                "pid": state.pid,
+                "dsn": state.dsn,
+                "data_dir": str(state.data_dir),
+                "log": str(state.log),
+            }
+        )
+        return 0 if state.running else 1
     if state.running:
         headline = "running" + ("" if state.ready else " (not accepting connections yet)")
     elif state.external:

@@ -1,0 +1,96 @@
+"""``eddy config``: the effective settings, as ``EDDY_*=value`` lines, JSON or the
+markdown table of docs/configuration.md.
+
+The lines are the environment that reproduces this configuration: the
+framework's settings first, then each agent settings class's variables not
+already listed. A class with a required setting unset is named with what is
+missing, and the listing goes on, so one forgotten variable does not hide the
+others.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from service.app.app import App
+from service.cli_parser import print_json
+from service.errors import ConfigError
+from service.settings import ENV_PREFIX, Settings, build, settings_table
+
+FRAMEWORK = "eddy"  # declared_by of the framework's own settings
+
+
+@dataclass
+class Variable:
+    name: str
+    value: str | None
+    declared_by: str
+
+
+@dataclass
+class Group:
+    """The variables one settings class adds, or why it cannot be built."""
+
+    declared_by: str
+    variables: list[Variable] = field(default_factory=list)
+    error: str | None = None
+
+
+def effective(app: App, settings: Settings) -> list[Group]:
+    """The framework's group, then one per agent settings class."""
+    shown = settings.to_env()
+    groups = [Group(FRAMEWORK, [Variable(n, v, FRAMEWORK) for n, v in shown.items()])]
+    for cls in app.settings_classes():
+        group = Group(cls.__name__)
+        groups.append(group)
+        try:
+            values = build(cls, {}).model_dump(mode="json")
+        except ConfigError as exc:  # a required setting unset: say which, keep listing
+            group.error = str(exc)
+            continue
+        for name, value in values.items():
+            variable = f"{ENV_PREFIX}{name.upper()}"
+            if variable not in shown:
+                text = None if value is None else _env_text(value)
+                shown[variable] = text or ""
+                group.variables.append(Variable(variable, text, cls.__name__))
+    return groups
+
+
+def _env_text(value: object) -> str:
+    """A value as the environment variable that sets it (lists comma-separated,
+    as ``Settings.to_env`` writes them)."""
+    return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    from service.app.loader import load_app, load_app_and_settings
+
+    if args.markdown:
+        print(settings_table([Settings, *load_app(args.app).settings_classes()]))
+        return 0
+    app, settings = load_app_and_settings(args.app)
+    groups = effective(app, settings)
+    if args.json:
+        print_json(
+            {
+                "settings": [
+                    {"variable": v.name, "value": v.value, "declared_by": v.declared_by}
+                    for g in groups
+                    for v in g.variables
+                ],
+                "errors": [
+                    {"declared_by": g.declared_by, "error": g.error} for g in groups if g.error
+                ],
+            }
+        )
+        return 0
+    for group in groups:
+        if group.declared_by != FRAMEWORK:
+            print(f"# {group.declared_by} (agent settings)")
+        if group.error is not None:
+            print("#   " + group.error.replace("\n", "\n#   "))
+        for variable in group.variables:
+            print(f"{variable.name}={variable.value or ''}")
+    return 0

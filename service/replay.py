@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from service.errors import ConfigError, EddyError
 from service.eventtime.harness import ProcessHarness, WindowHarness
 from service.eventtime.process_spec import ProcessReplaySpec
 from service.eventtime.spec import ReplaySpec, field_getter
+from service.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
+from service.serde import EncodeError, encode_json
 
 
 class ReplayInputError(EddyError):
@@ -30,8 +34,9 @@ class ReplayInputError(EddyError):
     record the spec cannot read. The message names the line; fix it or remove it."""
 
 
-class _BadTimestamp(TypeError):
-    """A record's timestamp field is not integer milliseconds."""
+class _BadRecord(Exception):
+    """A record lacks what the spec reads from it: a field, or a time in range. The
+    input's mistake, told apart from an error of the user's function."""
 
 
 AnySpec = ReplaySpec | ProcessReplaySpec
@@ -90,23 +95,47 @@ def _has(raw: Any, part: int | str) -> bool:
     return isinstance(raw, list) and isinstance(part, int) and 0 <= part < len(raw)
 
 
-def harness_for(spec: ReplaySpec) -> WindowHarness:
-    key_of = field_getter(spec.key)
-    timestamp_of = field_getter(spec.timestamp)
+def _key_reader(path: str) -> Callable[[Any], str]:
+    read = _reader(path)
+    return lambda record: str(read(record))
 
-    def key(record: Any) -> str:
-        return str(key_of(record))
+
+def _reader(path: str) -> Callable[[Any], Any]:
+    """Read a (dotted) field of a record; a missing one is a :class:`_BadRecord`."""
+    get = field_getter(path)
+
+    def read(record: Any) -> Any:
+        try:
+            return get(record)
+        except KeyError as exc:
+            raise _BadRecord(f"the record has no field {exc}") from None
+        except TypeError:  # a part of the path is not an object
+            raise _BadRecord(f"the record has no field {path!r}") from None
+
+    return read
+
+
+def _time_reader(path: str) -> Callable[[Any], int]:
+    """Read a record's time: integer milliseconds within the range the worker
+    accepts (it dead-letters a record outside it)."""
+    read = _reader(path)
 
     def timestamp_ms(record: Any) -> int:
-        value = timestamp_of(record)
+        value = read(record)
         if type(value) is not int:
-            raise _BadTimestamp(f"field {spec.timestamp!r} is {value!r}, not integer milliseconds")
+            raise _BadRecord(f"field {path!r} is {value!r}, not integer milliseconds")
+        if not is_event_time(value):
+            raise _BadRecord(f"field {path!r} is {value} ms, outside {EVENT_TIME_RANGE}")
         return value
 
+    return timestamp_ms
+
+
+def harness_for(spec: ReplaySpec) -> WindowHarness:
     return WindowHarness(
         spec.window_spec(),
-        key=key,
-        timestamp_ms=timestamp_ms,
+        key=_key_reader(spec.key),
+        timestamp_ms=_time_reader(spec.timestamp),
         watermark=spec.watermark_strategy(),
         late_output=spec.late_output,
         inputs=spec.inputs or ("input",),
@@ -114,29 +143,16 @@ def harness_for(spec: ReplaySpec) -> WindowHarness:
 
 
 def process_harness_for(spec: ProcessReplaySpec) -> ProcessHarness:
-    keys = [field_getter(i.key) for i in spec.inputs]
-    stamps = [None if i.timestamp is None else field_getter(i.timestamp) for i in spec.inputs]
+    def no_time(record: Any) -> None:
+        return None  # this input has no event time
 
-    def key_of(n: int) -> Callable[[Any], str]:
-        return lambda record: str(keys[n](record))
-
-    def timestamp_of(n: int) -> Callable[[Any], int | None]:
-        def timestamp_ms(record: Any) -> int | None:
-            getter = stamps[n]
-            if getter is None:
-                return None  # this input has no event time
-            value = getter(record)
-            if type(value) is not int:
-                name = spec.inputs[n].timestamp
-                raise _BadTimestamp(f"field {name!r} is {value!r}, not integer milliseconds")
-            return int(value)
-
-        return timestamp_ms
-
+    times: list[Callable[[Any], int | None]] = [
+        no_time if i.timestamp is None else _time_reader(i.timestamp) for i in spec.inputs
+    ]
     return ProcessHarness(
         spec.build_function(),
-        key=[key_of(n) for n in range(len(spec.inputs))],
-        timestamp_ms=[timestamp_of(n) for n in range(len(spec.inputs))],
+        key=[_key_reader(i.key) for i in spec.inputs],
+        timestamp_ms=times,
         watermark=spec.watermark_strategy(),
         inputs=[i.name for i in spec.inputs],
     )
@@ -166,8 +182,13 @@ class _Line:
         return self._body
 
 
-def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[Any]:
-    """Feed ``lines`` to a harness; yield emissions (with ``to_json``) as they happen."""
+def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[bytes]:
+    """Feed ``lines`` to a harness; yield each emission as a JSON line as it happens.
+
+    Raises:
+        ReplayInputError: a line the spec cannot read, the function failing on it, or
+            an emission JSON cannot carry (an overflow); the message names the line.
+    """
     harness: WindowHarness | ProcessHarness
     if isinstance(spec, ProcessReplaySpec):
         harness = process_harness_for(spec)
@@ -175,31 +196,82 @@ def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[Any]:
     else:
         harness = harness_for(spec)
         outputs = harness.outputs
+    users = isinstance(spec, ProcessReplaySpec)  # the function is the user's code
     emitted = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         item = _parse(line, number)
-        with _reported(f"line {number}"):
+        with _reported(f"line {number}", users):
             _feed(harness, item, number)
-        yield from outputs[emitted:]
+        yield from _encoded(outputs[emitted:], f"line {number}")
         emitted = len(outputs)
-    with _reported("at the end of input"):
+    with _reported("at the end of input", users):
         harness.end_of_input()
-    yield from outputs[emitted:]
+    yield from _encoded(outputs[emitted:], "at the end of input")
 
 
 @contextlib.contextmanager
-def _reported(where: str) -> Iterator[None]:
-    """A record the spec's fields or function cannot handle, as one line."""
+def _reported(where: str, users: bool) -> Iterator[None]:
+    """A record the spec's fields or function cannot handle, as one line. A process
+    function is the user's code: whatever it raises names the user's file and line."""
     try:
         yield
-    except KeyError as exc:
-        raise ReplayInputError(f"{where}: the record has no field {exc}") from None
-    except _BadTimestamp as exc:
+    except EddyError:
+        raise
+    except _BadRecord as exc:
         raise ReplayInputError(f"{where}: {exc}") from None
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        raise ReplayInputError(f"{where}: the window function cannot use a record: {exc}") from None
+    except Exception as exc:  # the user's function, or a record the window function cannot use
+        if users:
+            # Imported here: the worker's modules it lives with load RocksDB.
+            from service.pipeline.source import failure
+
+            raise ReplayInputError(f"{where}: {failure('the process function', exc)}") from None
+        if isinstance(exc, KeyError):
+            raise ReplayInputError(f"{where}: the record has no field {exc}") from None
+        if isinstance(exc, TypeError | ValueError | ArithmeticError):
+            raise ReplayInputError(
+                f"{where}: the window function cannot use a record: {exc}"
+            ) from None
+        raise
+
+
+def _encoded(emissions: list[Any], where: str) -> list[bytes]:
+    """The emissions of one line as JSON, every one checked before any is written.
+
+    JSON has no infinity or NaN; orjson would write ``null``, passing an overflowed
+    aggregate off as a missing value. The worker's serde refuses them too.
+    """
+    lines = []
+    for emission in emissions:
+        body = emission.to_json()
+        try:
+            lines.append(encode_json(body))
+        except EncodeError as exc:
+            bad = _non_finite(body)
+            if bad is None:
+                raise ReplayInputError(f"{where}: {exc}") from None
+            raise ReplayInputError(
+                f"{where}: the emission for key {body.get('key')!r} holds {bad!r}, "
+                "which is not finite JSON (an overflow?)"
+            ) from None
+    return lines
+
+
+def _non_finite(value: Any) -> float | None:
+    """The first infinity or NaN in ``value``, if any."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else value
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            found = _non_finite(item)
+            if found is not None:
+                return found
+    return None
 
 
 def _parse(line: bytes, number: int) -> dict[str, Any]:
@@ -232,8 +304,11 @@ def _feed(harness: WindowHarness | ProcessHarness, item: dict[str, Any], number:
         return
     if kind == "record" and not isinstance(value, dict):
         raise ReplayInputError(f"line {number}: a record must be a JSON object, got {value!r}")
-    if kind in ("watermark", "processing_time") and type(value) is not int:
-        raise ReplayInputError(f"line {number}: {kind!r} must be integer milliseconds")
+    if kind in ("watermark", "processing_time"):
+        if type(value) is not int:
+            raise ReplayInputError(f"line {number}: {kind!r} must be integer milliseconds")
+        if not is_event_time(value):
+            raise ReplayInputError(f"line {number}: {kind!r} {value} is outside {EVENT_TIME_RANGE}")
     if kind == "record":
         harness.record(value, source)
     elif kind == "watermark":
@@ -250,7 +325,7 @@ def _feed(harness: WindowHarness | ProcessHarness, item: dict[str, Any], number:
 def run_cli(args: argparse.Namespace) -> int:
     if (args.spec is None) == (args.agent is None):
         raise ConfigError("replay: give --spec FILE, or --agent NAME (with --app)")
-    _check_paths(args.input, args.output)
+    _check_paths(args.input, args.output, args.spec)
     with contextlib.ExitStack() as stack:
         emissions = _emissions(args, stack)
         try:
@@ -262,32 +337,48 @@ def run_cli(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot read or write {exc.filename}: {exc.strerror}") from None
         count = 0
         for emission in emissions(source):
-            out.write(orjson.dumps(emission) + b"\n")
+            out.write(emission + b"\n")
             count += 1
     print(f"replay: {count} emissions", file=sys.stderr)
     return 0
 
 
-def _check_paths(source: str, output: str | None) -> None:
-    """Writing the output over the input would empty it before it is read."""
+def _check_paths(source: str, output: str | None, spec: str | None) -> None:
+    """Opening the output empties it: before anything is opened, refuse an output
+    that is the input or the spec under any name (the same path, a symlink or a
+    hard link)."""
     if output is None:
         return
-    out, inp = Path(output), Path(source)
-    if out.exists() and inp.exists() and out.resolve() == inp.resolve():
-        raise ConfigError(f"replay: --output {output} is the input file; write elsewhere")
+    for role, path in (("input", source), ("spec", spec)):
+        if path is not None and _same_file(output, path):
+            raise ConfigError(f"replay: --output {output} is the {role} file; write elsewhere")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): not one file
+        return False
 
 
 def _emissions(
     args: argparse.Namespace, stack: contextlib.ExitStack
-) -> Callable[[Iterable[bytes]], Iterator[Any]]:
+) -> Callable[[Iterable[bytes]], Iterator[bytes]]:
     if args.spec is not None:
         spec = load_spec(Path(args.spec))
-        return lambda lines: (e.to_json() for e in replay(spec, lines))
+        return lambda lines: replay(spec, lines)
     from service.app.loader import load_app
     from service.replay_app import replay_app
+    from service.settings import reject_unknown_variables
     from service.testing import TestDriver
 
     app = load_app(args.app)
     agents = [a.strip() for a in args.agent.split(",") if a.strip()]
+    if not agents:  # the driver would run the app's default agents instead
+        raise ConfigError(
+            f"replay: --agent {args.agent!r} names no agent of app {app.name} "
+            f"(its agents: {', '.join(app.agent_names)})"
+        )
+    reject_unknown_variables(app.settings_classes())  # a misspelt one, as a worker does
     driver = stack.enter_context(TestDriver(app, agents=agents))  # unknown agents fail here
-    return lambda lines: replay_app(driver, lines)
+    return lambda lines: (orjson.dumps(body) for body in replay_app(driver, lines))

@@ -11,17 +11,29 @@ running agents would have emitted for this input.
 Input lines: ``{"topic": name, "record": {...}}`` (or ``"raw": "text"`` for bytes
 that are not JSON), optionally with ``"key"`` (default: the record's key as its
 topic declares it) and ``"timestamp_ms"`` (the Kafka timestamp); or
-``{"processing_time": ms}``; or ``{"watermark": ms}``.
+``{"processing_time": ms}``; or ``{"watermark": ms}``. Times are integer
+milliseconds within the range a worker accepts (+-2^53).
+
+Where a worker would retry a record an agent fails on and then dead-letter it
+(an output JSON cannot carry, such as an overflowed aggregate, or an exception in
+the agent's code), the replay stops with one line naming the input line and, for
+the agent's code, the user's file and line.
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from service import testing
 from service.errors import EddyError
+from service.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
+from service.pipeline.source import failure
+from service.serde import EncodeError
 from service.testing import Sent, TestDriver
 
 
@@ -37,7 +49,15 @@ def replay_app(driver: TestDriver, lines: Iterable[bytes]) -> Iterator[dict[str,
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        _feed(driver, _parse(line, number), number)
+        item = _parse(line, number)
+        try:
+            _feed(driver, item, number)
+        except EddyError:  # already one line
+            raise
+        except EncodeError as exc:  # JSON cannot carry a value (NaN, infinity: an overflow)
+            raise ReplayInputError(f"line {number}: an output cannot be written: {exc}") from None
+        except Exception as exc:  # an agent's code failed on the line: say where, one line
+            raise ReplayInputError(f"line {number}: {failure('an agent', exc)}") from None
         fresh, seen = driver.sent[seen:], len(driver.sent)
         yield from (_to_json(s) for s in fresh if s.topic not in internal and not s.is_marker)
 
@@ -53,8 +73,17 @@ def _feed(driver: TestDriver, item: dict[str, Any], number: int) -> None:
             driver.send(
                 item["topic"], value, key=item.get("key"), timestamp_ms=item.get("timestamp_ms")
             )
-        except ValueError as exc:  # a topic no agent reads
-            raise ReplayInputError(f"line {number}: {exc}") from None
+        except ValueError as exc:
+            if _refused_by_driver(exc):  # a topic no agent reads
+                raise ReplayInputError(f"line {number}: {exc}") from None
+            raise
+
+
+def _refused_by_driver(exc: BaseException) -> bool:
+    """Whether the driver refused the record itself (it raises before any agent
+    runs), rather than an agent failing on it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and Path(frames[-1].filename) == Path(testing.__file__)
 
 
 def _parse(line: bytes, number: int) -> dict[str, Any]:
@@ -67,6 +96,7 @@ def _parse(line: bytes, number: int) -> dict[str, Any]:
         if kind in ("processing_time", "watermark"):
             if type(value) is not int:
                 raise ReplayInputError(f"line {number}: {kind!r} must be integer milliseconds")
+            _check_time(kind, value, number)
             return item
     allowed = {"topic", "record", "raw", "key", "timestamp_ms"}
     ok = (
@@ -83,7 +113,14 @@ def _parse(line: bytes, number: int) -> dict[str, Any]:
             f'line {number}: expected {{"topic": name, "record": {{...}}}} (or "raw": "text"; '
             'optional "key", "timestamp_ms"), {"processing_time": ms} or {"watermark": ms}'
         )
+    if "timestamp_ms" in item:
+        _check_time("timestamp_ms", item["timestamp_ms"], number)
     return dict(item)
+
+
+def _check_time(name: str, value: int, number: int) -> None:
+    if not is_event_time(value):
+        raise ReplayInputError(f"line {number}: {name!r} {value} is outside {EVENT_TIME_RANGE}")
 
 
 def _to_json(sent: Sent) -> dict[str, Any]:

@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from service.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
 from service.pipeline.base import InputRecord, Output
 from service.serde import DecodeError, Serde
 
-# A record's event time must be a JSON-safe integer: larger magnitudes lose
-# precision in JSON readers (and in JavaScript) and cannot be windowed exactly.
-MAX_EVENT_TIME_MS = 2**53
 Steps = Callable[[Any], Iterable[Any]]
 # Frames in these folders are not the user's: Eddy itself, the standard library
 # and installed packages (pydantic raising inside a user's validator, say).
@@ -129,9 +127,10 @@ class Source:
         if type(timestamp_ms) is not int:
             out.dead_letter(record, f"timestamp: {timestamp_ms!r} is not integer milliseconds")
             return None
-        if not -MAX_EVENT_TIME_MS <= timestamp_ms <= MAX_EVENT_TIME_MS:
+        if not is_event_time(timestamp_ms):
             out.dead_letter(
-                record, f"timestamp: {timestamp_ms} ms is outside +-2^53 ms (not a real time)"
+                record,
+                f"timestamp: {timestamp_ms} ms is outside {EVENT_TIME_RANGE} (not a real time)",
             )
             return None
         return timestamp_ms

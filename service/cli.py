@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 from collections.abc import Callable, Sequence
 
 from service.cli_parser import OneLineParser, print_error
@@ -73,6 +75,18 @@ def _stop(args: argparse.Namespace) -> int:
     return run_stop(args)
 
 
+def _agents(args: argparse.Namespace) -> int:
+    from service.agents_cli import run_cli
+
+    return run_cli(args)
+
+
+def _send(args: argparse.Namespace) -> int:
+    from service.send import run_cli
+
+    return run_cli(args)
+
+
 def _config(args: argparse.Namespace) -> int:
     from service.config_cli import run_cli
 
@@ -98,6 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"eddy {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
+    agents = commands.add_parser(
+        "agents", help="the app's agents: on by default or not, settings, stages, REST paths"
+    )
+    agents.add_argument("--json", action="store_true", help="print JSON")
+    agents.set_defaults(handler=_agents)
+
+    send = commands.add_parser(
+        "send", help="write one record (JSON) to a topic of the app, keyed as the topic says"
+    )
+    send.add_argument("topic", help="the topic's name in the app (EDDY_TOPIC_PREFIX is added)")
+    send.add_argument("value", help="the record, as JSON text; checked against the topic's type")
+    send.add_argument("--key", default=None, help="the record's key (default: the topic's key)")
+    send.set_defaults(handler=_send)
+
     topics = commands.add_parser("topics", help="the app's topics: create or list them")
     topic_actions = topics.add_subparsers(dest="action", required=True, metavar="action")
     topic_actions.add_parser(
@@ -107,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         "list", help="every topic the app uses, what for, and its partitions (no Kafka needed)"
     )
     listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_argument(
+        "--markdown", action="store_true", help="the topics table of docs/configuration.md"
+    )
     topics.set_defaults(handler=_topics)
 
     worker = commands.add_parser("worker", help="run one worker: agents + REST API")
@@ -147,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(handler=_config)
 
     status = commands.add_parser(
-        "status", help="pipelines, partitions, owners, lag, watermarks, commits (GET /jobs)"
+        "status", help="stages, partitions, owners, lag, watermarks, commits (GET /jobs)"
     )
     status.add_argument("--url", default=None, help="a worker's API (default: EDDY_API_*)")
     status.add_argument("--json", action="store_true", help="print the JSON of GET /jobs")
@@ -196,3 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_error("eddy", exc)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`eddy topics list | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141

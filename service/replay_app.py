@@ -55,7 +55,9 @@ def replay_app(driver: TestDriver, lines: Iterable[bytes]) -> Iterator[dict[str,
         except EddyError:  # already one line
             raise
         except EncodeError as exc:  # JSON cannot carry a value (NaN, infinity: an overflow)
-            raise ReplayInputError(f"line {number}: an output cannot be written: {exc}") from None
+            raise ReplayInputError(
+                f"line {number}: a result or a state value cannot be written: {exc}"
+            ) from None
         except Exception as exc:  # an agent's code failed on the line: say where, one line
             raise ReplayInputError(f"line {number}: {failure('an agent', exc)}") from None
         fresh, seen = driver.sent[seen:], len(driver.sent)

@@ -172,19 +172,20 @@ def topic_roles(built: BuiltApp) -> list[dict[str, Any]]:
     def add(topic: str, role: str) -> None:
         roles.setdefault(topic, []).append(role)
 
-    for compiled in built.agents.values():
+    for agent, compiled in built.agents.items():
         internal = {i.name for i in compiled.internal}
         for stage in compiled.stages:
             for topic in stage.sources:
-                add(topic, f"{'repartition' if topic in internal else 'input'} of {stage.name}")
+                add(topic, f"{'repartition' if topic in internal else 'input'} of {agent}")
             broadcast = getattr(stage, "broadcast_topic", None)
             if broadcast is not None:
-                add(broadcast, f"broadcast input of {stage.name}")
+                add(broadcast, f"broadcast input of {agent}")
+            late = getattr(stage, "late_output", None)
             for topic in stage.output_topics:
                 if topic not in internal:
-                    add(topic, f"output of {stage.name}")
+                    add(topic, f"{'late records' if topic == late else 'output'} of {agent}")
             changelog = changelog_topic(settings, stage.name)
-            add(changelog, f"changelog of {stage.name} (compacted)")
+            add(changelog, f"state changelog of {_stage_of(agent, stage.name)} (compacted)")
             partitions.setdefault(changelog, settings.partitions)
     add(settings.dead_letters, "dead letters of every agent")
     return [
@@ -193,13 +194,17 @@ def topic_roles(built: BuiltApp) -> list[dict[str, Any]]:
     ]
 
 
+def _stage_of(agent: str, stage: str) -> str:
+    return agent if stage == agent else f"{agent} (stage {stage})"
+
+
 def run_cli(args: argparse.Namespace) -> int:
     from service.app.loader import load_app_and_settings
 
     app, settings = load_app_and_settings(getattr(args, "app", None))
     built = app.build(settings)
     if args.action == "list":
-        return _list(built, as_json=args.json)
+        return _list(built, as_json=args.json, markdown=getattr(args, "markdown", False))
     specs = app_topics(built)
     for stage in built.stages:
         specs.append(
@@ -211,11 +216,24 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(built: BuiltApp, *, as_json: bool) -> int:
+def _list(built: BuiltApp, *, as_json: bool, markdown: bool = False) -> int:
     found = topic_roles(built)
     if as_json:
         print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
-        return 0
-    for row in found:
-        print(f"{row['topic']}  ({row['partitions']} partitions): {'; '.join(row['roles'])}")
+    elif markdown:
+        print(topics_table(found))
+    else:
+        for row in found:
+            count = row["partitions"]
+            partitions = f"{count} partition{'' if count == 1 else 's'}"
+            print(f"{row['topic']}  ({partitions}): {'; '.join(row['roles'])}")
     return 0
+
+
+def topics_table(found: list[dict[str, Any]]) -> str:
+    """A markdown table of :func:`topic_roles` (docs/configuration.md is generated
+    from it, so the docs list exactly the topics the code creates)."""
+    rows = ["| topic | partitions | what it is |", "|---|---|---|"]
+    for row in found:
+        rows.append(f"| `{row['topic']}` | {row['partitions']} | {'; '.join(row['roles'])} |")
+    return "\n".join(rows)

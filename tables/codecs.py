@@ -12,9 +12,9 @@ import struct
 from typing import Any
 
 import orjson
-from pydantic import BaseModel
 
 from service.eventtime import Timer, TimeWindow
+from service.serde import encode_json as encode_value
 
 _TIME = struct.Struct(">Q")
 _TWO_TIMES = struct.Struct(">QQ")
@@ -96,17 +96,17 @@ def decode_timer(raw: bytes) -> Timer:
     return Timer(time_ms, namespace, key, start - _BIAS, end - _BIAS)
 
 
-def _json_default(value: Any) -> Any:
-    # Typed elements and states hold pydantic models; stored as their JSON form,
-    # they are read back as the model by whoever knows the type (a descriptor,
-    # a window stage's reviver).
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
 def encode_json(value: Any) -> bytes:
-    return orjson.dumps(value, default=_json_default)
+    """A state value as JSON (pydantic models as their JSON form, read back as the
+    model by whoever knows the type: a descriptor, a window stage's reviver).
+
+    Raises:
+        EncodeError: the value holds NaN or an infinity, an overflow most likely;
+            orjson would store ``null`` and the state would be lost in silence.
+            The record that caused it fails instead, and is retried, then
+            dead-lettered with this reason.
+    """
+    return encode_value(value)
 
 
 def decode_json(raw: bytes) -> Any:

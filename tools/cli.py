@@ -61,10 +61,16 @@ def _chaos(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _docs(args: argparse.Namespace) -> int:
+    from tools.docs import main as write_docs
+
+    return write_docs(check=args.check)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ToolsParser(
         prog="python -m tools",
-        description="Eddy's developer tools: local servers, the simulator, make run, chaos.",
+        description="Eddy's developer tools: local servers, the simulator, make run, chaos, docs.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
@@ -200,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
     chaos = commands.add_parser("chaos", help="exactly-once chaos runs: faults + verification")
     add_arguments(chaos)
     chaos.set_defaults(handler=_chaos)
+
+    docs = commands.add_parser(
+        "docs", help="write the generated tables of the docs (settings, topics) from the code"
+    )
+    docs.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if a table is out of date"
+    )
+    docs.set_defaults(handler=_docs)
     return parser
 
 

@@ -258,6 +258,11 @@ class App:
         optional = {n for n, d in self._definitions().items() if not d.default}
         return [name for name in self.agent_names if name not in optional]
 
+    def settings_class_of(self, agent: str) -> type[AgentSettings] | None:
+        """The settings class ``agent`` reads, if it has one."""
+        definition = self._definitions().get(agent)
+        return None if definition is None else definition.settings
+
     def settings_classes(self) -> list[type[AgentSettings]]:
         """Every agent settings class of the app, once each, in declaration order."""
         found: dict[type[AgentSettings], None] = {}

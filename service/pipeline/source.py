@@ -172,13 +172,18 @@ class Source:
 def failure(what: str, exc: BaseException) -> str:
     """``<what> raised <exc> at <file>:<line> in <function>``: the innermost frame
     of the user's code, so a dead letter points at the line to fix."""
+    return f"{what} raised {exc!r}{user_frame(exc)}"
+
+
+def user_frame(exc: BaseException) -> str:
+    """`` at <file>:<line> in <function>`` of the innermost frame of the user's
+    code in ``exc``'s traceback, or "" if none is the user's."""
     frames = traceback.extract_tb(exc.__traceback__)
     user = [f for f in frames if not _is_library(f.filename)]
-    where = ""
-    if user:
-        frame = user[-1]
-        where = f" at {Path(frame.filename).name}:{frame.lineno} in {frame.name}"
-    return f"{what} raised {exc!r}{where}"
+    if not user:
+        return ""
+    frame = user[-1]
+    return f" at {Path(frame.filename).name}:{frame.lineno} in {frame.name}"
 
 
 def _is_library(filename: str) -> bool:

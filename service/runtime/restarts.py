@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from service.errors import EddyError
+from service.pipeline.source import user_frame
 from service.settings import RestartStrategy, Settings
 
 RecordId = tuple[str, int, int]  # topic, partition, offset
@@ -70,7 +71,10 @@ class RestartPolicy:
         attempts = self._attempts.get(failure.record, 0) + 1
         self._attempts[failure.record] = attempts
         if attempts >= self.max_record_attempts:
-            self.poisoned[failure.record] = f"processing failed {attempts} times: {failure.cause!r}"
+            # The reason names the line of the agent's code that raised, if it did.
+            self.poisoned[failure.record] = (
+                f"processing failed {attempts} times: {failure.cause!r}{user_frame(failure.cause)}"
+            )
         if self.strategy is RestartStrategy.NONE:
             raise RestartsExhaustedError(
                 f"{failure}; restart strategy 'none' (set EDDY_RESTART_STRATEGY to restart)"

@@ -128,6 +128,7 @@ def one_json_document(capsys: pytest.CaptureFixture[str]) -> Any:
 
 # Every eddy command that lists, and the JSON document it prints.
 LISTINGS: list[tuple[list[str], type]] = [
+    (["agents"], list),
     (["topics", "list"], list),
     (["config"], dict),
     (["snapshot", "list"], list),
@@ -282,3 +283,48 @@ def test_the_tools_name_themselves_in_their_errors(
 ) -> None:
     assert tools(["simulate", "--scenario", "bogus"]) == 2
     assert_one_line_error(capsys.readouterr().err, "tools: simulator: unknown scenario 'bogus'")
+
+
+def test_eddy_agents_says_which_agents_run_and_what_each_serves(
+    clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert eddy(["agents", "--json"]) == 0
+    rows = {row["agent"]: row for row in one_json_document(capsys)}
+    assert rows["hashtag_counts"]["stages"] == ["hashtag_counts.repartition", "hashtag_counts"]
+    assert rows["sensor_averages"]["paths"] == ["/agents/sensor_averages/windows/{key}"]
+    assert rows["postgres_sink"] == {
+        "agent": "postgres_sink",
+        "default": False,
+        "runs": False,
+        "settings": "SinkSettings",
+        "stages": [],
+        "topics": [],
+        "paths": [],
+    }
+
+
+def test_eddy_send_refuses_what_the_app_would_dead_letter_before_touching_kafka(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No broker answers here: each refusal must come before any connection.
+    monkeypatch.setenv("EDDY_BOOTSTRAP_SERVERS", "127.0.0.1:9")
+    assert eddy(["send", "clicks", "{}"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "eddy: send: the app has no topic 'clicks'")
+    assert eddy(["send", "sensor-readings", '{"sensor_id": "s1"}']) == 2
+    assert_one_line_error(
+        capsys.readouterr().err, "eddy: send: not a value of topic 'sensor-readings': "
+    )
+    assert eddy(["send", "sensor-readings", "{not json"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "eddy: send: not a value of topic")
+
+
+def test_eddy_send_keys_a_record_by_the_topics_key_field() -> None:
+    from agents.topics import READINGS
+    from service.send import encoded
+
+    key, value = encoded(
+        READINGS, '{"sensor_id": "s7", "timestamp_ms": 5, "temperature": 70.5}', None
+    )
+    assert key == b"s7"
+    assert json.loads(value) == {"sensor_id": "s7", "timestamp_ms": 5, "temperature": 70.5}
+    assert encoded(READINGS, value.decode(), "other")[0] == b"other"

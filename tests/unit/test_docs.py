@@ -1,21 +1,22 @@
-"""The README's promises that can drift from the code."""
+"""The docs' promises that can drift from the code."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from service.settings import settings_table
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_readme_settings_table_is_the_generated_one() -> None:
-    readme = (ROOT / "README.md").read_text()
-    import agents
-    from service.settings import Settings
+def test_the_generated_tables_of_the_docs_are_up_to_date() -> None:
+    # The settings and topics of docs/configuration.md, written from the code.
+    from tools import docs
 
-    table = settings_table([Settings, *agents.app.settings_classes()])
-    assert table in readme, "regenerate with: python -m service config --markdown"
+    assert docs.stale() == [], "regenerate with: python -m tools docs"
+
+
+def test_the_readme_is_a_map_of_at_most_12_kb() -> None:
+    readme = (ROOT / "README.md").read_bytes()
+    assert len(readme) <= 12 * 1024, len(readme)
 
 
 def test_ci_runs_what_the_readme_tells_developers_to_run() -> None:

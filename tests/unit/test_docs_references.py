@@ -99,7 +99,6 @@ def test_the_repository_cites_nothing_outside_itself() -> None:
     assert not hits, "references a reader cannot look up:\n" + "\n".join(hits)
 
 
-@pytest.mark.xfail(strict=True, reason="README rewrite in progress")
 def test_the_readme_cites_nothing_outside_the_repository() -> None:
     hits = unresolvable([ROOT / "README.md"])
     assert not hits, "references a reader cannot look up:\n" + "\n".join(hits)

@@ -220,7 +220,7 @@ def test_whole_agent_replay_stops_on_an_aggregate_that_overflows(tmp_path: Path)
     ]
     done, written = agent_replay(tmp_path, "sums:app", "sums", [*lines, '{"watermark": 6000}'])
     line = one_line_error(done)
-    assert line.startswith("eddy: line 3: an output cannot be written: cannot write ")
+    assert line.startswith(f"eddy: line 3: {NOT_WRITTEN}")
     assert "NaN or infinity" in line
     assert written == []
     # The reference agent: a reading within the allowed lateness re-fires its
@@ -229,21 +229,24 @@ def test_whole_agent_replay_stops_on_an_aggregate_that_overflows(tmp_path: Path)
     env = {"EDDY_ALLOWED_LATENESS_MS": "10000"}
     done, written = agent_replay(tmp_path, "agents:app", "sensor_averages", lines, env)
     line = one_line_error(done)
-    assert line.startswith("eddy: line 3: an output cannot be written: cannot write ")
+    assert line.startswith(f"eddy: line 3: {NOT_WRITTEN}")
     assert "NaN or infinity" in line
     assert [w["value"]["avg"] for w in written] == [1e308]  # the first firing, finite
 
 
-def test_whole_agent_replay_fails_loudly_when_an_overflow_reached_window_state(
+NOT_WRITTEN = "a result or a state value cannot be written: cannot write "
+
+
+def test_whole_agent_replay_stops_at_the_line_whose_overflow_reached_window_state(
     tmp_path: Path,
 ) -> None:
-    # The window's state store writes the infinite sum of line 2 as JSON null, so
-    # the window fails only when line 3 fires it. The replay must stop there with
-    # the line, not print a traceback or drop the window.
+    # The state store refuses an infinite sum (JSON would store null and lose the
+    # window in silence): the replay stops at line 2, whose reading overflowed.
     lines = [sensor(1000, 1e308), sensor(2000, 1e308), sensor(9000, 1.0)]
     done, written = agent_replay(tmp_path, "agents:app", "sensor_averages", lines)
     line = one_line_error(done)
-    assert line.startswith("eddy: line 3: an agent raised ")
+    assert line.startswith("eddy: line 2: a result or a state value cannot be written: ")
+    assert "NaN or infinity" in line
     assert written == []
 
 

@@ -42,3 +42,21 @@ def test_failure_rate_stops_the_worker_above_its_rate() -> None:
 def test_none_stops_at_the_first_failure_saying_what_to_set() -> None:
     with pytest.raises(RestartsExhaustedError, match="EDDY_RESTART_STRATEGY"):
         policy(RestartStrategy.NONE).on_failure(failure(0))
+
+
+def _agent_code(reading: dict[str, float]) -> float:
+    return 1 / reading["temperature"]
+
+
+def test_a_poison_records_reason_names_the_line_of_the_agents_code_that_raised() -> None:
+    try:
+        _agent_code({"temperature": 0.0})
+    except ZeroDivisionError as exc:
+        cause = exc
+    p = policy(RestartStrategy.FIXED_DELAY, max_record_attempts=1)
+    p.on_failure(RecordFailedError(("readings", 0, 3), cause))
+    line = _agent_code.__code__.co_firstlineno + 1
+    assert p.poisoned[("readings", 0, 3)] == (
+        "processing failed 1 times: ZeroDivisionError('float division by zero') "
+        f"at test_restarts.py:{line} in _agent_code"
+    )

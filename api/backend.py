@@ -62,12 +62,16 @@ class Backend(Protocol):
         partition's owner is unknown)."""
         ...
 
-    def pipelines(self) -> dict[str, list[str]]:
+    def stages(self) -> dict[str, list[str]]:
         """Each stage on this worker with the tables its local partitions hold."""
         ...
 
+    def agent_of(self, stage: str) -> str:
+        """The agent a stage on this worker is part of."""
+        ...
+
     def table_entries(
-        self, pipeline: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
+        self, stage: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
     ) -> TablePage:
         """Raises ``QueryError`` subclasses, or ValueError for a table keyed by time."""
         ...

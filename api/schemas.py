@@ -17,7 +17,9 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     ready: bool
     worker_id: str
-    pipelines: dict[str, dict[str, object]]
+    stages: dict[str, dict[str, object]] = Field(
+        description="Per stage running here: its agent, ready, partitions, restoring."
+    )
 
 
 class Freshness(BaseModel):

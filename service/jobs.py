@@ -1,6 +1,7 @@
 """The operations view (``GET /jobs``, ``python -m service status``): every
-pipeline's partitions across the app, with owner, state, lag, watermark, last
-commit and latency, plus the newest savepoint and snapshot.
+stage's partitions across the app (each stage with its agent), with owner,
+state, lag, watermark, last commit and latency, plus the newest savepoint and
+snapshot.
 
 A worker only knows its own partitions' progress; the group assignment tells it
 who owns the others (``PipelineRuntime.owner_of``). So the worker asked answers
@@ -43,12 +44,17 @@ class JobsView:
         runtimes: Callable[[], Mapping[str, PipelineRuntime]],
         clock: Clock,
         endpoint: Callable[[], str],
+        agent_of: Callable[[str], str] = str,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """Args:
+        agent_of: the agent a stage is part of (default: the stage's own name).
+        """
         self.settings = settings
         self._runtimes = runtimes
         self._clock = clock
         self._endpoint = endpoint
+        self._agent_of = agent_of
         self._transport = transport  # tests pass an httpx.MockTransport
 
     async def answer(self, scope: Scope) -> Answer:
@@ -77,13 +83,14 @@ class JobsView:
     async def local(self) -> Answer:
         """This worker's partitions (open or being opened), nothing else."""
         me = {"worker_id": self.settings.worker_id, "endpoint": self._endpoint()}
-        pipelines = []
+        stages = []
         for name, runtime in self._runtimes().items():
             partitions = sorted(set(runtime.tasks) | runtime.restoring)
             rows = [await _row(runtime, p, me) for p in partitions]
-            pipelines.append(
+            stages.append(
                 {
-                    "name": name,
+                    "stage": name,
+                    "agent": self._agent_of(name),
                     "inputs": list(runtime.pipeline.sources),
                     "partition_count": runtime.partition_count,
                     "partitions": rows,
@@ -95,7 +102,7 @@ class JobsView:
             "now_ms": self._clock.now_ms(),
             "complete": False,
             "workers": [{**me, "reachable": True, "error": None}],
-            "pipelines": pipelines,
+            "stages": stages,
             "last_savepoint": None,
             "last_snapshot": None,
             "errors": [],
@@ -131,9 +138,9 @@ def _is_local_part(answer: Any) -> bool:
         and isinstance(answer.get("workers"), list)
         and bool(answer["workers"])
         and isinstance(answer["workers"][0], dict)
-        and isinstance(answer.get("pipelines"), list)
+        and isinstance(answer.get("stages"), list)
         and all(
-            isinstance(p, dict) and {"name", "partitions"} <= p.keys() for p in answer["pipelines"]
+            isinstance(s, dict) and {"stage", "partitions"} <= s.keys() for s in answer["stages"]
         )
     )
 
@@ -190,7 +197,7 @@ def merge(
     Args:
         local: this worker's ``scope=local`` answer.
         peers: each peer's endpoint -> its ``scope=local`` answer, or why it has none.
-        owners: per pipeline, each partition's owner endpoint by the group assignment
+        owners: per stage, each partition's owner endpoint by the group assignment
             as this worker knows it (None while unknown).
 
     A partition is taken from the worker that reports it (this one first, then its
@@ -202,11 +209,11 @@ def merge(
     reported: dict[tuple[str, int], dict[str, Any]] = {}
     shapes: dict[str, dict[str, Any]] = {}
     for answer in [local, *answered.values()]:
-        for pipeline in answer["pipelines"]:
-            shapes.setdefault(pipeline["name"], pipeline)
-            for row in pipeline["partitions"]:
-                reported.setdefault((pipeline["name"], row["partition"]), row)
-    pipelines = []
+        for stage in answer["stages"]:
+            shapes.setdefault(stage["stage"], stage)
+            for row in stage["partitions"]:
+                reported.setdefault((stage["stage"], row["partition"]), row)
+    stages = []
     for name, shape in shapes.items():
         assigned = owners.get(name, {})
         rows = []
@@ -215,7 +222,7 @@ def merge(
             if row is None:
                 row = _missing(partition, assigned.get(partition), peers)
             rows.append(row)
-        pipelines.append({**shape, "partitions": rows})
+        stages.append({**shape, "partitions": rows})
     workers = list(local["workers"])
     for endpoint, part in sorted(peers.items()):
         if isinstance(part, str):
@@ -224,14 +231,12 @@ def merge(
             )
         else:
             workers.append({**part["workers"][0], "endpoint": endpoint})
-    complete = all(
-        r["state"] in ("running", "restoring") for p in pipelines for r in p["partitions"]
-    )
+    complete = all(r["state"] in ("running", "restoring") for s in stages for r in s["partitions"])
     return {
         **local,
         "complete": complete,
         "workers": workers,
-        "pipelines": pipelines,
+        "stages": stages,
         "errors": list(local["errors"]),
     }
 

@@ -1,5 +1,9 @@
 """Prometheus metrics, one registry per worker (never the process-global one, so
-two workers in one test process do not share counters)."""
+two workers in one test process do not share counters).
+
+Series are labelled by ``stage``: an agent runs as one or more stages
+(``service/app/plan.py``), and a stage is what consumes, commits and keeps state.
+``GET /stages`` says which agent each stage belongs to."""
 
 from __future__ import annotations
 
@@ -15,45 +19,45 @@ class Metrics:
     def __post_init__(self) -> None:
         r = self.registry
         self.records_in = Counter(
-            "eddy_records_in", "Records consumed from input topics.", ["pipeline"], registry=r
+            "eddy_records_in", "Records consumed from input topics.", ["stage"], registry=r
         )
         self.records_out = Counter(
             "eddy_records_out",
             "Records produced to output topics.",
-            ["pipeline", "topic"],
+            ["stage", "topic"],
             registry=r,
         )
         self.windows_emitted = Counter(
-            "eddy_windows_emitted", "Window results emitted.", ["pipeline", "timing"], registry=r
+            "eddy_windows_emitted", "Window results emitted.", ["stage", "timing"], registry=r
         )
         self.late_records = Counter(
             "eddy_late_records",
             "Records too late for every window they belong to.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.dead_letters = Counter(
             "eddy_dead_letters",
             "Records sent to the dead-letter topic.",
-            ["pipeline", "reason"],
+            ["stage", "reason"],
             registry=r,
         )
         self.commits = Counter(
             "eddy_commits",
             "Checkpoints committed (one per partition transaction).",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.commit_failures = Counter(
             "eddy_commit_failures",
             "Checkpoints that failed and were rolled back.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.commit_seconds = Histogram(
             "eddy_commit_seconds",
-            "Time to commit one checkpoint of a pipeline.",
-            ["pipeline"],
+            "Time to commit one checkpoint of a stage.",
+            ["stage"],
             registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
@@ -63,84 +67,84 @@ class Metrics:
             "eddy_latency_marker_seconds",
             "Time from fetching a batch of a source partition to the commit that makes "
             "its outputs visible (latency markers).",
-            ["pipeline", "source", "partition"],
+            ["stage", "source", "partition"],
             registry=r,
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
         self.watermark_ms = Gauge(
             "eddy_watermark_ms",
             "Event-time watermark per input partition (epoch ms).",
-            ["pipeline", "partition"],
+            ["stage", "partition"],
             registry=r,
         )
         self.watermark_lag_ms = Gauge(
             "eddy_watermark_lag_ms",
             "Wall clock minus watermark per input partition.",
-            ["pipeline", "partition"],
+            ["stage", "partition"],
             registry=r,
         )
         self.assigned_partitions = Gauge(
             "eddy_assigned_partitions",
             "Input partitions this worker owns.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.restoring_partitions = Gauge(
             "eddy_restoring_partitions",
             "Partitions being restored from the changelog.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.standby_partitions = Gauge(
             "eddy_standby_partitions",
             "Partitions this worker keeps a warm standby copy of.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.standby_records = Counter(
             "eddy_standby_records",
             "Changelog records applied to standby copies.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.restored_records = Counter(
             "eddy_restored_records",
             "Changelog records applied during restores.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.batch_seconds = Histogram(
             "eddy_batch_process_seconds",
             "Time to process one fetched batch of one input partition.",
-            ["pipeline"],
+            ["stage"],
             registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
         )
         self.consumer_lag = Gauge(
             "eddy_consumer_lag_records",
             "Records of an input partition not processed yet (last stable offset - next).",
-            ["pipeline", "topic", "partition"],
+            ["stage", "topic", "partition"],
             registry=r,
         )
         self.state_keys = Gauge(
             "eddy_state_keys",
             "RocksDB's estimate of keys in a partition's state.",
-            ["pipeline", "partition"],
+            ["stage", "partition"],
             registry=r,
         )
         self.state_bytes = Gauge(
             "eddy_state_bytes",
             "RocksDB's estimate of live data bytes in a partition's state.",
-            ["pipeline", "partition"],
+            ["stage", "partition"],
             registry=r,
         )
         self.state_reads = Counter(
-            "eddy_state_reads", "Point reads of committed RocksDB state.", ["pipeline"], registry=r
+            "eddy_state_reads", "Point reads of committed RocksDB state.", ["stage"], registry=r
         )
         self.state_writes = Counter(
             "eddy_state_writes",
             "RocksDB write batches (one per checkpoint).",
-            ["pipeline"],
+            ["stage"],
             registry=r,
         )
         self.http_seconds = Histogram(
@@ -152,8 +156,8 @@ class Metrics:
         )
         self.restarts = Counter(
             "eddy_partition_restarts",
-            "Partitions reopened from their last commit after pipeline code raised.",
-            ["pipeline", "reason"],
+            "Partitions reopened from their last commit after a stage's code raised.",
+            ["stage", "reason"],
             registry=r,
         )
         # External I/O (service/pipeline/enrich.py, service/pipeline/pgsink.py):
@@ -161,14 +165,14 @@ class Metrics:
         # lookup (one request) and sink.batch (one database transaction).
         self.io_events = Counter(
             "eddy_io_events",
-            "External I/O events of a pipeline (lookup timeouts and retries, rows upserted).",
-            ["pipeline", "event"],
+            "External I/O events of a stage (lookup timeouts and retries, rows upserted).",
+            ["stage", "event"],
             registry=r,
         )
         self.io_seconds = Histogram(
             "eddy_io_seconds",
-            "Duration of a pipeline's external I/O (one lookup, one sink batch).",
-            ["pipeline", "operation"],
+            "Duration of a stage's external I/O (one lookup, one sink batch).",
+            ["stage", "operation"],
             registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )

@@ -96,22 +96,23 @@ def _owner(owner: dict[str, Any] | None) -> str:
 
 
 def jobs_table(jobs: dict[str, Any]) -> Table:
-    """One row per pipeline partition."""
+    """One row per partition of each stage, with the stage's agent."""
     now_ms = jobs["now_ms"]
-    rows = [(p, r) for p in jobs["pipelines"] for r in p["partitions"]]
+    rows = [(s, r) for s in jobs["stages"] for r in s["partitions"]]
     running = sum(1 for _, r in rows if r["state"] == "running")
     table = Table(
         title=f"{jobs['app_id']}: {running} of {len(rows)} partitions running "
         f"(asked {jobs['served_by']})",
         title_justify="left",
     )
-    for column in ("pipeline", "partition", "owner", "state", "lag", "watermark (UTC)"):
+    for column in ("agent", "stage", "partition", "owner", "state", "lag", "watermark (UTC)"):
         table.add_column(column, justify="right" if column in ("partition", "lag") else "left")
     table.add_column("last commit")
     table.add_column("latency", justify="right")
-    for pipeline, row in rows:
+    for stage, row in rows:
         table.add_row(
-            pipeline["name"],
+            stage["agent"],
+            stage["stage"],
             str(row["partition"]),
             _owner(row["owner"]),
             row["state"],
@@ -137,9 +138,9 @@ def footer(jobs: dict[str, Any]) -> list[str]:
         if not worker["reachable"]:
             lines.append(f"unreachable: worker at {worker['endpoint']} {worker['error']}")
     problems = {
-        f"{pipeline['name']}[{row['partition']}] {row['state']}: {row['error']}"
-        for pipeline in jobs["pipelines"]
-        for row in pipeline["partitions"]
+        f"{stage['stage']}[{row['partition']}] {row['state']}: {row['error']}"
+        for stage in jobs["stages"]
+        for row in stage["partitions"]
         if row["state"] == "unassigned" and row["error"]
     }
     lines += sorted(problems)

@@ -1,4 +1,4 @@
-"""A worker process: every pipeline's runtime plus the REST API, in one event loop."""
+"""A worker process: every stage's runtime plus the REST API, in one event loop."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class _Server(uvicorn.Server):
 
 
 class Worker:
-    """Runs pipelines and serves their state. Implements :class:`api.backend.Backend`."""
+    """Runs an app's stages and serves their state. Implements :class:`api.backend.Backend`."""
 
     def __init__(
         self,
@@ -79,7 +79,9 @@ class Worker:
             settings, lambda: self.runtimes, self.savepoints, self.request_stop
         )
         self._periodic: asyncio.Task[None] | None = None
-        self._jobs = JobsView(settings, lambda: self.runtimes, self.clock, lambda: self.endpoint)
+        self._jobs = JobsView(
+            settings, lambda: self.runtimes, self.clock, lambda: self.endpoint, self.agent_of
+        )
         self.operations = Operations(self.clock)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -190,6 +192,7 @@ class Worker:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         detail = {
             name: {
+                "agent": self.agent_of(name),
                 "ready": rt.ready,
                 "partitions": sorted(rt.tasks),
                 "restoring": sorted(rt.restoring),
@@ -263,13 +266,25 @@ class Worker:
             return {name: [name] for name in self.runtimes}
         return {a: [s.name for s in c.stages] for a, c in self.built.agents.items()}
 
-    def pipelines(self) -> dict[str, list[str]]:
+    def stages(self) -> dict[str, list[str]]:
         return {name: queries.table_names(rt) for name, rt in self.runtimes.items()}
 
+    def agent_of(self, stage: str) -> str:
+        """The agent ``stage`` is part of: a re-keying stage added for a join
+        (``<stage>.rekey.<topic>``, service/pipeline/copartition.py) belongs to the
+        agent of the stage it feeds; a bare stage (no app) is its own agent."""
+        if self.built is None:
+            return stage
+        try:
+            return self.built.agent_of(stage)
+        except KeyError:
+            fed = stage.split(".rekey.", 1)[0]
+            return self.built.agent_of(fed) if fed != stage else stage
+
     def table_entries(
-        self, pipeline: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
+        self, stage: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
     ) -> queries.TablePage:
-        return queries.table_entries(self._runtime(pipeline), table, key, from_ms, to_ms, limit)
+        return queries.table_entries(self._runtime(stage), table, key, from_ms, to_ms, limit)
 
     def remote_owners(self, agent: str) -> dict[str, list[int]]:
         """Other workers' endpoints and the partitions of ``agent`` they own; a
@@ -325,25 +340,24 @@ class Worker:
 
     def status(self) -> dict[str, Any]:
         now_ms = self.clock.now_ms()
-        pipelines = {}
+        stages = {}
         for name, rt in self.runtimes.items():
             watermarks = {p: w for p, w in rt.watermarks().items() if w != MIN_WATERMARK}
-            pipelines[name] = {
+            stages[name] = {
+                "agent": self.agent_of(name),
                 "ready": rt.ready,
                 "partitions": sorted(rt.tasks),
                 "restoring": sorted(rt.restoring),
                 "watermarks_ms": {str(p): w for p, w in watermarks.items()},
                 "min_watermark_lag_ms": now_ms - max(watermarks.values()) if watermarks else None,
                 "max_watermark_lag_ms": now_ms - min(watermarks.values()) if watermarks else None,
-                "records_in": _value(self.metrics, "eddy_records_in_total", pipeline=name),
-                "windows_emitted": _value(
-                    self.metrics, "eddy_windows_emitted_total", pipeline=name
-                ),
-                "late_records": _value(self.metrics, "eddy_late_records_total", pipeline=name),
-                "dead_letters": _value(self.metrics, "eddy_dead_letters_total", pipeline=name),
-                "commits": _value(self.metrics, "eddy_commits_total", pipeline=name),
+                "records_in": _value(self.metrics, "eddy_records_in_total", stage=name),
+                "windows_emitted": _value(self.metrics, "eddy_windows_emitted_total", stage=name),
+                "late_records": _value(self.metrics, "eddy_late_records_total", stage=name),
+                "dead_letters": _value(self.metrics, "eddy_dead_letters_total", stage=name),
+                "commits": _value(self.metrics, "eddy_commits_total", stage=name),
             }
-        return {"worker_id": self.worker_id, "now_ms": now_ms, "pipelines": pipelines}
+        return {"worker_id": self.worker_id, "now_ms": now_ms, "stages": stages}
 
 
 def _value(metrics: Metrics, sample_name: str, **labels: str) -> float:

@@ -30,5 +30,5 @@ async def healthz(backend: BackendDep) -> JSONResponse:
 async def readyz(backend: BackendDep) -> JSONResponse:
     """Ready once every owned partition is restored from its changelog."""
     ready, detail = backend.readiness()
-    body = Readiness(ready=ready, worker_id=backend.worker_id, pipelines=detail)
+    body = Readiness(ready=ready, worker_id=backend.worker_id, stages=detail)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

@@ -1,4 +1,4 @@
-"""The operations view: every pipeline's partitions across the app (``GET /jobs``).
+"""The operations view: every stage's partitions across the app (``GET /jobs``).
 
 The worker asked answers for its own partitions and asks each peer for theirs
 (``service/jobs.py``); ``python -m service status`` prints this as a table.
@@ -47,8 +47,9 @@ class PartitionJob(BaseModel):
     records_out: int | None = Field(description="Sent since the partition opened there.")
 
 
-class PipelineJob(BaseModel):
-    name: str
+class StageJob(BaseModel):
+    stage: str
+    agent: str = Field(description="The agent the stage is part of.")
     inputs: list[str]
     partition_count: int
     partitions: list[PartitionJob]
@@ -73,7 +74,7 @@ class Jobs(BaseModel):
     now_ms: int
     complete: bool = Field(description="Every partition is reported by the worker owning it.")
     workers: list[WorkerRef]
-    pipelines: list[PipelineJob]
+    stages: list[StageJob]
     last_savepoint: StoredCut | None = Field(description="Newest complete savepoint.")
     last_snapshot: StoredCut | None = Field(description="Newest complete snapshot.")
     errors: list[str] = Field(description="Parts of the view that could not be read.")
@@ -82,7 +83,7 @@ class Jobs(BaseModel):
 def _backend(request: Request) -> JobsBackend:
     backend = request.app.state.backend
     if not isinstance(backend, JobsBackend):
-        raise BadRequestError("this server does not run pipelines")
+        raise BadRequestError("this server does not run stages")
     return backend
 
 
@@ -94,7 +95,8 @@ async def jobs(
         Query(description="all: every worker's partitions (asking the others); local: this one's"),
     ] = "all",
 ) -> dict[str, Any]:
-    """Pipelines, partitions, owners, lag, watermarks, last commit, latency markers,
-    and the newest savepoint and snapshot. A worker that does not answer shows as
-    ``unreachable`` (with the error) instead of failing the whole answer."""
+    """Stages (each with its agent), partitions, owners, lag, watermarks, last
+    commit, latency markers, and the newest savepoint and snapshot. A worker that
+    does not answer shows as ``unreachable`` (with the error) instead of failing
+    the whole answer."""
     return await _backend(request).jobs(scope)

@@ -23,6 +23,7 @@ async def metrics(backend: BackendDep) -> Response:
 
 
 class StageStatus(BaseModel):
+    agent: str = Field(description="The agent the stage is part of.")
     ready: bool
     partitions: list[int]
     restoring: list[int]
@@ -39,7 +40,7 @@ class StageStatus(BaseModel):
 class Status(BaseModel):
     worker_id: str
     now_ms: int
-    pipelines: dict[str, StageStatus] = Field(description="Per stage running here.")
+    stages: dict[str, StageStatus] = Field(description="Per stage running here.")
 
 
 @router.get("/status", response_model=Status)

@@ -48,7 +48,7 @@ class OperationsBackend(Protocol):
 
 
 class PartitionPart(BaseModel):
-    pipeline: str = Field(description="The stage the partition belongs to.")
+    stage: str = Field(description="The stage the partition belongs to.")
     partition: int
     rows: int
 

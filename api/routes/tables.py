@@ -1,4 +1,7 @@
-"""A generic read-only view of every pipeline's tables, and the watermarks."""
+"""A generic read-only view of every stage's tables, and the watermarks.
+
+An agent runs as one or more stages (``service/app/plan.py``); these routes name
+the stage, and each answer says which agent it belongs to."""
 
 from __future__ import annotations
 
@@ -19,13 +22,14 @@ Name = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._
 Key = Annotated[str, Path(min_length=1, max_length=200)]
 
 
-class PipelineTables(BaseModel):
-    name: str
+class StageTables(BaseModel):
+    stage: str
+    agent: str = Field(description="The agent the stage is part of.")
     tables: list[str] = Field(description="Tables with entries in partitions served here.")
 
 
-class Pipelines(BaseModel):
-    pipelines: list[PipelineTables]
+class Stages(BaseModel):
+    stages: list[StageTables]
     served_by: str
 
 
@@ -36,7 +40,8 @@ class TableEntry(BaseModel):
 
 
 class TableEntries(BaseModel):
-    pipeline: str
+    stage: str
+    agent: str
     table: str
     key: str
     layout: str = Field(description="by_key or by_key_and_window")
@@ -51,32 +56,38 @@ class PartitionWatermark(BaseModel):
     lag_ms: int | None = Field(description="Wall clock minus the watermark.")
 
 
+class StageWatermarks(BaseModel):
+    agent: str
+    partitions: list[PartitionWatermark] = Field(description="Partitions served here.")
+
+
 class Watermarks(BaseModel):
     now_ms: int
-    pipelines: dict[str, list[PartitionWatermark]] = Field(
-        description="Partitions served by this worker."
-    )
+    stages: dict[str, StageWatermarks] = Field(description="Per stage running here.")
     served_by: str
 
 
-@router.get("/pipelines", response_model=Pipelines)
-async def pipelines(backend: BackendDep) -> Pipelines:
-    """The pipelines this worker runs and their tables."""
-    found = backend.pipelines()
-    return Pipelines(
-        pipelines=[PipelineTables(name=n, tables=t) for n, t in sorted(found.items())],
+@router.get("/stages", response_model=Stages)
+async def stages(backend: BackendDep) -> Stages:
+    """The stages this worker runs, the agent of each, and their tables."""
+    found = backend.stages()
+    return Stages(
+        stages=[
+            StageTables(stage=name, agent=backend.agent_of(name), tables=tables)
+            for name, tables in sorted(found.items())
+        ],
         served_by=backend.worker_id,
     )
 
 
 @router.get(
-    "/pipelines/{pipeline}/tables/{table}/keys/{key}",
+    "/stages/{stage}/tables/{table}/keys/{key}",
     response_model=TableEntries,
     responses={s: PROBLEM_RESPONSES[s] for s in (400, 404, 503)},
 )
 async def table_entries(
     backend: BackendDep,
-    pipeline: Name,
+    stage: Name,
     table: Name,
     key: Key,
     from_ms: FromMs = 0,
@@ -86,14 +97,15 @@ async def table_entries(
     """A key's entries in any table: its value, or its windows starting in
     ``[from_ms, to_ms)``, oldest first, in pages."""
     limit = page_limit(backend, from_ms, to_ms, limit)
-    if pipeline not in backend.pipelines():
-        raise UnknownKeyError(f"pipeline {pipeline!r} does not run on this worker")
+    if stage not in backend.stages():
+        raise UnknownKeyError(f"stage {stage!r} does not run on this worker")
     try:
-        page = backend.table_entries(pipeline, table, key, from_ms, to_ms, limit)
+        page = backend.table_entries(stage, table, key, from_ms, to_ms, limit)
     except ValueError as exc:
         raise BadRequestError(str(exc)) from None
     return TableEntries(
-        pipeline=pipeline,
+        stage=stage,
+        agent=backend.agent_of(stage),
         table=table,
         key=key,
         layout=page.layout,
@@ -115,9 +127,9 @@ async def watermarks(backend: BackendDep) -> Watermarks:
     """Each partition's event-time watermark here, and how far it is behind the wall
     clock (a growing lag: a stalled or idle input)."""
     now_ms = backend.now_ms()
-    result: dict[str, list[PartitionWatermark]] = {}
-    for pipeline, marks in sorted(backend.watermarks().items()):
-        result[pipeline] = [
+    result: dict[str, StageWatermarks] = {}
+    for stage, marks in sorted(backend.watermarks().items()):
+        partitions = [
             PartitionWatermark(
                 partition=p,
                 watermark_ms=None if _unset(w) else w,
@@ -125,7 +137,8 @@ async def watermarks(backend: BackendDep) -> Watermarks:
             )
             for p, w in sorted(marks.items())
         ]
-    return Watermarks(now_ms=now_ms, pipelines=result, served_by=backend.worker_id)
+        result[stage] = StageWatermarks(agent=backend.agent_of(stage), partitions=partitions)
+    return Watermarks(now_ms=now_ms, stages=result, served_by=backend.worker_id)
 
 
 def _unset(watermark_ms: int) -> bool:

@@ -168,15 +168,16 @@ async function drawAgents(agents) {
 async function drawWatermarks() {
   const marks = await api("/watermarks");
   const rows = [];
-  for (const [stage, partitions] of Object.entries(marks ? marks.pipelines : {})) {
-    for (const p of partitions) {
+  for (const [stage, entry] of Object.entries(marks ? marks.stages : {})) {
+    for (const p of entry.partitions) {
       const lagS = p.lag_ms === null ? null : p.lag_ms / 1000;
       const bar = el("span", undefined, "bar");
       bar.style.width = lagS === null ? "0" : Math.min(300, lagS * 10) + "px";
-      rows.push([stage, String(p.partition), lagS === null ? "no data" : lagS.toFixed(1) + " s", bar]);
+      const lag = lagS === null ? "no data" : lagS.toFixed(1) + " s";
+      rows.push([entry.agent, stage, String(p.partition), lag, bar]);
     }
   }
-  document.getElementById("watermarks").replaceChildren(table(["stage", "partition", "lag", ""], rows));
+  document.getElementById("watermarks").replaceChildren(table(["agent", "stage", "partition", "lag", ""], rows));
 }
 
 async function refresh() {
@@ -184,7 +185,7 @@ async function refresh() {
     const status = await api("/status");
     const listing = await api("/agents");
     const agents = listing ? listing.agents : [];
-    const inputs = Object.values(status.pipelines).reduce((n, p) => n + p.records_in, 0);
+    const inputs = Object.values(status.stages).reduce((n, s) => n + s.records_in, 0);
     document.getElementById("status").textContent =
       `worker ${status.worker_id} | agents ${agents.map((a) => a.name).join(", ")} | ` +
       `records in ${inputs} | updated ${new Date().toLocaleTimeString()}`;

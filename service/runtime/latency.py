@@ -15,7 +15,7 @@ here is a time stamp, not an element: every ``EDDY_LATENCY_MARKER_INTERVAL_MS``
 the runtime notes, for each source partition, the wall-clock time at which the
 consumer handed it a batch, and when the checkpoint that covers that batch
 commits (the sink: its outputs, changelog and offsets are then readable), it
-observes the time since, in ``eddy_latency_marker_seconds{pipeline,source,
+observes the time since, in ``eddy_latency_marker_seconds{stage,source,
 partition}`` (``source`` is the input topic; a join has one series per input).
 
 It therefore measures fetch-to-visible-output latency, the commit interval

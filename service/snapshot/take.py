@@ -158,7 +158,7 @@ class Snapshotter:
         return {
             "worker_id": self.settings.worker_id,
             "partitions": [
-                {"pipeline": p["pipeline"], "partition": p["partition"], "rows": p["rows"]}
+                {"stage": p["pipeline"], "partition": p["partition"], "rows": p["rows"]}
                 for p in published.parts
             ],
         }

@@ -102,7 +102,7 @@ async def test_a_sink_killed_mid_run_writes_the_rows_of_a_clean_run(
             return await drained(clean) and await drained(crashed)
 
         await wait_until(done, timeout_s=180, every_s=0.5)
-        resumed = workers[1].status()["pipelines"]["sensor_averages"]["records_in"]
+        resumed = workers[1].status()["stages"]["sensor_averages"]["records_in"]
         tables = {s.app_id: {t: await rows(s, t) for t in TABLES} for s in (clean, crashed)}
     finally:
         for each in workers:

@@ -111,7 +111,7 @@ async def test_a_worker_killed_mid_stream_still_emits_each_window_exactly_once(
         records = await read_all(
             settings, averages_topic(settings), min_records=len(expected.windows)
         )
-        resumed = second.status()["pipelines"]["sensor_averages"]["records_in"]
+        resumed = second.status()["stages"]["sensor_averages"]["records_in"]
     finally:
         second.stop()
     # The second worker resumed from the first one's last commit, not from scratch.
@@ -135,7 +135,7 @@ async def _feed(
 
 async def _wait_committed(worker: WorkerProcess, total: int, timeout_s: float = 60.0) -> None:
     async def done() -> bool:
-        status = worker.status()["pipelines"]["sensor_averages"]
+        status = worker.status()["stages"]["sensor_averages"]
         return status["records_in"] >= total and status["commits"] > 0
 
     for _ in range(int(timeout_s / 0.2)):
@@ -148,7 +148,7 @@ async def _wait_committed(worker: WorkerProcess, total: int, timeout_s: float = 
 
 async def _wait_progress(worker: WorkerProcess, records: int, commits: int) -> None:
     for _ in range(1_200):
-        status = worker.status()["pipelines"]["sensor_averages"]
+        status = worker.status()["stages"]["sensor_averages"]
         if status["records_in"] >= records and status["commits"] >= commits:
             return
         await asyncio.sleep(0.05)

@@ -177,7 +177,7 @@ async def test_stop_with_savepoint_and_resume_equals_an_uninterrupted_run(
             worker.wait_ready()
 
         def settled() -> bool:
-            owned = [w.status()["pipelines"]["eos_checker"]["partitions"] for w in workers]
+            owned = [w.status()["stages"]["eos_checker"]["partitions"] for w in workers]
             return all(owned) and sum(map(len, owned)) == 3
 
         await wait_until(settled, timeout_s=120)
@@ -238,7 +238,7 @@ async def test_stop_with_savepoint_and_resume_equals_an_uninterrupted_run(
         )
         alerts = await read_all(settings, checker_topic(settings, "alerts"), quiet_s=1)
         if mode == "doubled_partitions":
-            assert len(resumed.status()["pipelines"]["eos_checker"]["partitions"]) == 6
+            assert len(resumed.status()["stages"]["eos_checker"]["partitions"]) == 6
     finally:
         resumed.stop()
 

@@ -28,7 +28,7 @@ def _metric(worker: WorkerProcess, name: str) -> float:
 
 async def _settle(workers: list[WorkerProcess], total: int) -> None:
     for _ in range(600):
-        statuses = [w.status()["pipelines"]["sensor_averages"] for w in workers]
+        statuses = [w.status()["stages"]["sensor_averages"] for w in workers]
         owned = sorted(p for s in statuses for p in s["partitions"])
         ready = owned == list(range(6)) and all(s["ready"] for s in statuses)
         if ready and sum(s["records_in"] for s in statuses) >= total:
@@ -61,8 +61,8 @@ async def test_a_joining_worker_shares_the_work_and_a_standby_takes_over_a_crash
         b.wait_ready()
         await produce(settings, readings_topic(settings), encoded(thirds[1]))
         await _settle([a, b], 0)
-        owned_by_a = a.status()["pipelines"]["sensor_averages"]["partitions"]
-        owned_by_b = b.status()["pipelines"]["sensor_averages"]["partitions"]
+        owned_by_a = a.status()["stages"]["sensor_averages"]["partitions"]
+        owned_by_b = b.status()["stages"]["sensor_averages"]["partitions"]
         assert len(owned_by_a) == len(owned_by_b) == 3, (owned_by_a, owned_by_b)
         await asyncio.sleep(2)  # let b's standby copies of a's partitions catch up
         assert _metric(b, "eddy_standby_records_total") > 0
@@ -74,7 +74,7 @@ async def test_a_joining_worker_shares_the_work_and_a_standby_takes_over_a_crash
         records = await read_all(
             settings, averages_topic(settings), min_records=len(expected.windows), timeout_s=90
         )
-        assert b.status()["pipelines"]["sensor_averages"]["partitions"] == list(range(6))
+        assert b.status()["stages"]["sensor_averages"]["partitions"] == list(range(6))
         # The standby had a's state: taking over restored little or nothing.
         assert restored(b) - before < 200
         results = [orjson.loads(r.value) for r in records]

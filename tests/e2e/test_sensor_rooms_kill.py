@@ -63,7 +63,7 @@ async def test_lookups_in_flight_at_a_crash_are_redone_and_output_once(tmp_path:
         feed = asyncio.create_task(_feed(settings, data))
 
         def halfway() -> bool:
-            status = first.status()["pipelines"]["sensor_rooms"]
+            status = first.status()["stages"]["sensor_rooms"]
             return bool(status["records_in"] >= READINGS // 4 and status["commits"] >= 2)
 
         await wait_until(halfway, timeout_s=120)

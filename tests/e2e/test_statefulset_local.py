@@ -29,7 +29,7 @@ from tests.support.processes import WorkerProcess
 
 pytestmark = pytest.mark.e2e
 
-PIPELINE = "sensor_averages"
+STAGE = "sensor_averages"
 # Enough sensors that every one of the 6 partitions holds state.
 SENSORS = [f"sensor_{i}" for i in range(60)]
 
@@ -61,7 +61,7 @@ def metric(worker: WorkerProcess, name: str) -> float:
 
 
 def pipeline_status(worker: WorkerProcess) -> dict[str, Any]:
-    status: dict[str, Any] = worker.status()["pipelines"][PIPELINE]
+    status: dict[str, Any] = worker.status()["stages"][STAGE]
     return status
 
 
@@ -81,7 +81,7 @@ async def settle(workers: list[WorkerProcess], total: int, timeout_s: float = 90
 
 async def changelog_sizes(settings: Settings) -> dict[int, int]:
     """Records per partition of the pipeline's changelog: what a full restore reads."""
-    topic = changelog_topic(settings, PIPELINE)
+    topic = changelog_topic(settings, STAGE)
     consumer = AIOKafkaConsumer(**connection_kwargs(settings), group_id=None)
     await consumer.start()
     try:

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.integration
 BASE_MS = (time.time_ns() // 3_600_000_000_000 - 1) * 3_600_000
 SENSORS = [f"sensor_{i}" for i in range(1, 13)]
 PARTITIONS = 3
-PIPELINE = "sensor_averages"
+STAGE = "sensor_averages"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -94,8 +94,9 @@ async def get_jobs(port: int | None, **params: str) -> dict[str, Any]:
 
 
 def rows_of(jobs: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    [pipeline] = [p for p in jobs["pipelines"] if p["name"] == PIPELINE]
-    return {row["partition"]: row for row in pipeline["partitions"]}
+    [stage] = [s for s in jobs["stages"] if s["stage"] == STAGE]
+    assert stage["agent"] == STAGE  # the agent runs as this one stage
+    return {row["partition"]: row for row in stage["partitions"]}
 
 
 async def status_command(*args: str) -> tuple[int, str, str]:
@@ -171,7 +172,7 @@ async def test_jobs_and_status_show_every_partition_caught_up(
         for family in text_string_to_metric_families(metrics)
         for sample in family.samples
         if sample.name == "eddy_latency_marker_seconds_count"
-        and sample.labels["pipeline"] == PIPELINE
+        and sample.labels["stage"] == STAGE
         and sample.labels["source"] == readings_topic(settings)
     }
     assert sorted(counts) == [str(p) for p in range(PARTITIONS)], metrics[:2_000]
@@ -180,7 +181,8 @@ async def test_jobs_and_status_show_every_partition_caught_up(
     code, out, err = await status_command("--url", url)
     assert code == 0, err
     for partition in range(PARTITIONS):
-        line = re.search(rf"{PIPELINE}\s*│\s*{partition}\s*│([^\n]*)", out)
+        # agent │ stage │ partition │ owner ...
+        line = re.search(rf"{STAGE}\s*│\s*{STAGE}\s*│\s*{partition}\s*│([^\n]*)", out)
         assert line is not None, out
         assert settings.worker_id in line.group(1)
         assert "running" in line.group(1)
@@ -215,13 +217,13 @@ async def test_one_worker_answers_for_both_and_a_silent_peer_is_unreachable(
     try:
 
         def split() -> bool:
-            mine, theirs = (set(w.runtimes[PIPELINE].tasks) for w in (a, b))
+            mine, theirs = (set(w.runtimes[STAGE].tasks) for w in (a, b))
             return bool(mine) and bool(theirs) and len(mine | theirs) == PARTITIONS
 
         await wait_until(split, timeout_s=90)
         await wait_until(lambda: a.readiness()[0] and b.readiness()[0], timeout_s=90)
         await produce_readings(settings, steps=20)
-        b_partitions = set(b.runtimes[PIPELINE].tasks)
+        b_partitions = set(b.runtimes[STAGE].tasks)
 
         async def both_report() -> bool:
             rows = rows_of(await get_jobs(a.api_port))

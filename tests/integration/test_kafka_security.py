@@ -110,7 +110,7 @@ async def test_a_worker_and_the_simulator_run_over_sasl_ssl(
             settings, settings.topic("sensor-averages"), min_records=1, timeout_s=60
         )
         assert averages, worker.log()
-        status = worker.status()["pipelines"]["sensor_averages"]
+        status = worker.status()["stages"]["sensor_averages"]
         assert status["records_in"] >= 600
         assert status["partitions"] == [0, 1, 2]
     finally:

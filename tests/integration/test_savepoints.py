@@ -84,7 +84,7 @@ def rows(seqs: range) -> list[tuple[bytes, bytes]]:
 async def _run_until(worker: Worker, records: int) -> None:
     await worker.start()
     await wait_until(
-        lambda: worker.status()["pipelines"]["evolving"]["records_in"] >= records, timeout_s=90
+        lambda: worker.status()["stages"]["evolving"]["records_in"] >= records, timeout_s=90
     )
 
 

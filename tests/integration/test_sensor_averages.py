@@ -92,7 +92,7 @@ async def test_late_readings_go_to_their_topic_and_are_counted(
     results = await read_all(settings, settings.topic("sensor-averages"), min_records=1)
     first = orjson.loads(results[0].value)
     assert (first["window_start_ms"], first["count"], first["max"]) == (BASE_MS, 50, 60.0)
-    await wait_until(lambda: worker.status()["pipelines"]["sensor_averages"]["late_records"] == 1)
+    await wait_until(lambda: worker.status()["stages"]["sensor_averages"]["late_records"] == 1)
 
 
 BAD_RECORDS: list[tuple[bytes | None, bytes | None, str]] = [
@@ -154,5 +154,5 @@ async def test_bad_records_go_to_dead_letters_and_good_ones_are_aggregated(
     first = orjson.loads(results[0].value)
     assert first["count"] == 10  # every good reading of [0, 5 s) is in, no bad one
     assert first["avg"] == pytest.approx(sum(40.0 + i for i in range(10)) / 10)
-    status = worker.status()["pipelines"]["sensor_averages"]
+    status = worker.status()["stages"]["sensor_averages"]
     assert status["dead_letters"] == len(BAD_RECORDS)

@@ -285,6 +285,8 @@ async def test_two_workers_make_one_snapshot_from_one_request(tmp_path: Path) ->
         assert [p["partition"] for p in manifest["parts"]] == [0, 1, 2, 3]
         assert {p["worker_id"] for p in manifest["parts"]} == {a.worker_id, b.worker_id}
         assert {w.get("worker_id") for w in answer["workers"]} == {a.worker_id, b.worker_id}
+        parts = [(p["stage"], p["partition"]) for w in answer["workers"] for p in w["partitions"]]
+        assert sorted(parts) == [("sensor_averages", p) for p in range(4)]
     finally:
         await b.stop()
         await a.stop()

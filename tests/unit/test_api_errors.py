@@ -23,7 +23,7 @@ class FakeBackend(RoutesBackend):
         self.calls: list[tuple[str, int, int, int]] = []
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        return self.ready, {"sensor_averages": {"ready": self.ready}}
+        return self.ready, {"sensor_averages": {"agent": "sensor_averages", "ready": self.ready}}
 
     def windows(
         self,
@@ -110,6 +110,7 @@ async def test_readiness_follows_the_backend(client: AsyncClient, backend: FakeB
     response = await client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["ready"] is False
+    assert response.json()["stages"]["sensor_averages"]["ready"] is False
     assert (await client.get("/healthz")).json() == {"status": "ok", "worker_id": "w-test"}
 
 

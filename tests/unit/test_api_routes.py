@@ -133,11 +133,18 @@ class FakeBackend:
     def remote_owners(self, agent: str) -> dict[str, list[int]]:
         return {}  # one worker owns everything
 
-    def pipelines(self) -> dict[str, list[str]]:
-        return {"sensor_averages": ["results", "timers", "windows"], "sensor_alerts": []}
+    def stages(self) -> dict[str, list[str]]:
+        return {
+            "sensor_averages": ["results", "timers", "windows"],
+            "sensor_alerts": [],
+            "hashtag_counts.repartition": ["meta"],
+        }
+
+    def agent_of(self, stage: str) -> str:
+        return stage.removesuffix(".repartition")
 
     def table_entries(
-        self, pipeline: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
+        self, stage: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
     ) -> TablePage:
         if table == "timers":
             raise ValueError("table 'timers' is keyed by time, not by a record key")
@@ -155,7 +162,7 @@ class FakeBackend:
         return b"eddy_records_in_total 1.0\n", "text/plain; version=0.0.4"
 
     def status(self) -> dict[str, Any]:
-        return {"worker_id": self.worker_id, "pipelines": {}}
+        return {"worker_id": self.worker_id, "stages": {}}
 
 
 @pytest.fixture
@@ -335,32 +342,46 @@ async def test_the_openapi_schema_types_each_agents_results(client: AsyncClient)
 
 
 async def test_the_generic_table_view(client: AsyncClient) -> None:
-    listing = (await client.get("/pipelines")).json()
-    assert listing["pipelines"] == [
-        {"name": "sensor_alerts", "tables": []},
-        {"name": "sensor_averages", "tables": ["results", "timers", "windows"]},
+    listing = (await client.get("/stages")).json()
+    assert listing["stages"] == [
+        {"stage": "hashtag_counts.repartition", "agent": "hashtag_counts", "tables": ["meta"]},
+        {"stage": "sensor_alerts", "agent": "sensor_alerts", "tables": []},
+        {
+            "stage": "sensor_averages",
+            "agent": "sensor_averages",
+            "tables": ["results", "timers", "windows"],
+        },
     ]
-    path = "/pipelines/sensor_averages/tables/results/keys/s1"
+    path = "/stages/sensor_averages/tables/results/keys/s1"
     page = (await client.get(path, params={"limit": 1})).json()
+    assert (page["stage"], page["agent"], page["table"]) == (
+        "sensor_averages",
+        "sensor_averages",
+        "results",
+    )
     assert page["entries"] == [
         {"window_start_ms": 0, "window_end_ms": 5_000, "value": {"count": 2}}
     ]
     assert page["next_from_ms"] == 1
-    timers = await client.get("/pipelines/sensor_averages/tables/timers/keys/s1")
+    timers = await client.get("/stages/sensor_averages/tables/timers/keys/s1")
     assert timers.status_code == 400
     assert "keyed by time" in timers.json()["detail"]
-    other = await client.get("/pipelines/nope/tables/results/keys/s1")
+    other = await client.get("/stages/nope/tables/results/keys/s1")
     assert other.status_code == 404
-    bad_name = await client.get("/pipelines/sensor_averages/tables/re$ults/keys/s1")
+    assert "stage 'nope'" in other.json()["detail"]
+    bad_name = await client.get("/stages/sensor_averages/tables/re$ults/keys/s1")
     assert bad_name.status_code == 422
 
 
 async def test_watermarks_with_lag_and_partitions_without_data(client: AsyncClient) -> None:
     body = (await client.get("/watermarks")).json()
-    assert body["pipelines"]["sensor_averages"] == [
-        {"partition": 0, "watermark_ms": NOW_MS - 1_500, "lag_ms": 1_500},
-        {"partition": 1, "watermark_ms": None, "lag_ms": None},
-    ]
+    assert body["stages"]["sensor_averages"] == {
+        "agent": "sensor_averages",
+        "partitions": [
+            {"partition": 0, "watermark_ms": NOW_MS - 1_500, "lag_ms": 1_500},
+            {"partition": 1, "watermark_ms": None, "lag_ms": None},
+        ],
+    }
 
 
 async def test_the_dashboard_is_served_from_the_package(client: AsyncClient) -> None:

@@ -74,9 +74,10 @@ def peer_part(worker_id: str, partitions: list[int]) -> dict[str, Any]:
         "now_ms": NOW_MS,
         "complete": False,
         "workers": [{"worker_id": worker_id, "endpoint": PEER, "reachable": True, "error": None}],
-        "pipelines": [
+        "stages": [
             {
-                "name": "sensor_averages",
+                "stage": "sensor_averages",
+                "agent": "sensor_averages",
                 "inputs": ["readings"],
                 "partition_count": 4,
                 "partitions": rows,
@@ -119,8 +120,8 @@ def view(tmp_path: Path, runtime: FakeRuntime, handler: Any, **settings: Any) ->
 
 
 def by_partition(answer: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    [pipeline] = answer["pipelines"]
-    return {row["partition"]: row for row in pipeline["partitions"]}
+    [stage] = answer["stages"]
+    return {row["partition"]: row for row in stage["partitions"]}
 
 
 async def test_one_answer_shows_every_partition_and_a_dead_peer_as_unreachable(
@@ -174,6 +175,20 @@ async def test_local_scope_asks_nobody(tmp_path: Path, runtime: FakeRuntime) -> 
 
     answer = await view(tmp_path, runtime, nobody).answer("local")
     assert sorted(by_partition(answer)) == [0, 1]
+
+
+async def test_each_stage_says_which_agent_it_is_part_of(
+    tmp_path: Path, runtime: FakeRuntime
+) -> None:
+    jobs = JobsView(
+        unique_settings(tmp_path),
+        lambda: {"hashtag_counts.repartition": runtime},  # type: ignore[dict-item]
+        FakeClock(NOW_MS),
+        lambda: ME,
+        lambda stage: stage.removesuffix(".repartition"),
+    )
+    [stage] = (await jobs.answer("local"))["stages"]
+    assert (stage["stage"], stage["agent"]) == ("hashtag_counts.repartition", "hashtag_counts")
 
 
 async def test_the_newest_complete_savepoint_and_snapshot_are_shown(
@@ -247,7 +262,7 @@ async def test_get_jobs_validates_scope_and_needs_the_token() -> None:
         bad = await client.get("/jobs", params={"scope": "everything"}, headers=auth)
         denied = await client.get("/jobs")
     assert ok.status_code == 200
-    assert [r["partition"] for r in ok.json()["pipelines"][0]["partitions"]] == [0, 1]
+    assert [r["partition"] for r in ok.json()["stages"][0]["partitions"]] == [0, 1]
     assert local.status_code == 200
     assert backend.scopes == ["all", "local"]
     assert bad.status_code == 422

@@ -62,8 +62,14 @@ def jobs_answer() -> dict[str, Any]:
                 "error": "does not answer: ConnectError()",
             },
         ],
-        "pipelines": [
-            {"name": "sensor_averages", "inputs": ["r"], "partition_count": 4, "partitions": rows}
+        "stages": [
+            {
+                "stage": "hashtag_counts.repartition",
+                "agent": "hashtag_counts",
+                "inputs": ["r"],
+                "partition_count": 4,
+                "partitions": rows,
+            }
         ],
         "last_savepoint": None,
         "last_snapshot": {
@@ -85,12 +91,13 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("│").split("│")]
 
 
-def test_one_row_per_partition_with_owner_state_lag_watermark_and_commit_age() -> None:
+def test_one_row_per_partition_with_its_agent_stage_owner_state_lag_and_commit() -> None:
     lines = rendered(jobs_answer())
-    rows = {int(c[1]): c for line in lines if len(c := cells(line)) == 8 and c[1].isdigit()}
+    rows = {int(c[2]): c for line in lines if len(c := cells(line)) == 9 and c[2].isdigit()}
     assert sorted(rows) == [0, 1, 2, 3]
     assert rows[0] == [
-        "sensor_averages",
+        "hashtag_counts",
+        "hashtag_counts.repartition",
         "0",
         "worker-a",
         "running",
@@ -99,10 +106,10 @@ def test_one_row_per_partition_with_owner_state_lag_watermark_and_commit_age() -
         "0.3 s ago",
         "142 ms",
     ]
-    assert rows[1][3:5] == ["restoring", "-"]
-    assert rows[1][6] == "never"
-    assert rows[2][2:4] == ["http://b:8000", "unreachable"]  # owner known, not its id
-    assert rows[3][2:4] == ["-", "unassigned"]
+    assert rows[1][4:6] == ["restoring", "-"]
+    assert rows[1][7] == "never"
+    assert rows[2][3:5] == ["http://b:8000", "unreachable"]  # owner known, not its id
+    assert rows[3][3:5] == ["-", "unassigned"]
     assert "1 of 4 partitions running" in lines[0]
 
 
@@ -114,7 +121,7 @@ def test_savepoint_snapshot_and_problems_follow_the_table() -> None:
         "at /data/snapshots/eddy/20261126T080000000Z"
     ) in text
     assert "unreachable: worker at http://b:8000 does not answer" in text
-    assert "sensor_averages[3] unassigned: no owner yet (rebalancing)" in text
+    assert "hashtag_counts.repartition[3] unassigned: no owner yet (rebalancing)" in text
 
 
 def test_times_for_humans() -> None:

@@ -292,8 +292,7 @@ def settled(statuses: list[dict[str, Any] | None], partitions: int) -> bool:
     for status in statuses:
         if status is None:
             return False
-        # /status lists each stage the worker runs under "pipelines".
-        for name, stage in status["pipelines"].items():
+        for name, stage in status["stages"].items():
             if not stage["ready"] or stage["restoring"]:
                 return False
             if not stage["partitions"] and len(statuses) <= partitions:

@@ -161,7 +161,7 @@ class Injector:
         while time.monotonic() < deadline and worker.alive():
             status = await self.cluster.status(worker)
             restoring = {
-                name: p["restoring"] for name, p in (status or {}).get("pipelines", {}).items()
+                name: s["restoring"] for name, s in (status or {}).get("stages", {}).items()
             }
             if any(restoring.values()):
                 await self.cluster.kill(worker)
@@ -206,7 +206,7 @@ class Injector:
         owners = []
         for worker in self.cluster.alive():
             status = await self.cluster.status(worker)
-            if status and any(p["partitions"] for p in status["pipelines"].values()):
+            if status and any(s["partitions"] for s in status["stages"].values()):
                 owners.append(worker)
         zombie = self._pick(fault, owners or self.cluster.alive())
         record.worker = zombie.name
@@ -233,7 +233,7 @@ class Injector:
                 if worker is zombie:
                     continue
                 status = await self.cluster.status(worker)
-                for name, stage in (status or {}).get("pipelines", {}).items():
+                for name, stage in (status or {}).get("stages", {}).items():
                     if stage["ready"]:
                         owned.setdefault(name, set()).update(stage["partitions"])
             if len(owned) == len(self.cluster.stages) and all(

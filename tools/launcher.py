@@ -85,23 +85,23 @@ async def _wait_ready(
 
 
 def _status_line(elapsed_s: float, now: dict[str, Any], before: dict[str, Any], dt_s: float) -> str:
-    """One line: totals over all pipelines, then records/s per pipeline."""
-    pipelines: dict[str, Any] = now["pipelines"]
-    previous: dict[str, Any] = before.get("pipelines", {}) if before else {}
+    """One line: totals over all stages, then records/s per stage."""
+    stages: dict[str, Any] = now["stages"]
+    previous: dict[str, Any] = before.get("stages", {}) if before else {}
 
     def rate(name: str) -> float:
         q = previous.get(name)
         if q is None or dt_s <= 0:
             return 0.0
-        return float(pipelines[name]["records_in"] - q["records_in"]) / dt_s
+        return float(stages[name]["records_in"] - q["records_in"]) / dt_s
 
-    lags = [p["max_watermark_lag_ms"] for p in pipelines.values()]
+    lags = [s["max_watermark_lag_ms"] for s in stages.values()]
     known = [lag for lag in lags if lag is not None]
     lag_text = f"{max(known) / 1000:.1f} s" if known else "n/a"
-    total = sum(int(p["windows_emitted"]) for p in pipelines.values())
-    late = sum(int(p["late_records"]) for p in pipelines.values())
-    dead = sum(int(p["dead_letters"]) for p in pipelines.values())
-    rates = " ".join(f"{name} {rate(name):.0f}/s" for name in pipelines)
+    total = sum(int(s["windows_emitted"]) for s in stages.values())
+    late = sum(int(s["late_records"]) for s in stages.values())
+    dead = sum(int(s["dead_letters"]) for s in stages.values())
+    rates = " ".join(f"{name} {rate(name):.0f}/s" for name in stages)
     return (
         f"[{int(elapsed_s) // 60:02d}:{int(elapsed_s) % 60:02d}] "
         f"in: {rates} | windows emitted {total} | worst watermark lag {lag_text} | "

@@ -31,9 +31,12 @@ FROM ${PYTHON_IMAGE} AS base
 RUN groupadd --system --gid 10001 eddy \
  && useradd --system --uid 10001 --gid eddy --home-dir /var/lib/eddy eddy \
  && mkdir -p /var/lib/eddy/state && chown -R eddy:eddy /var/lib/eddy
+# EDDY_HOME: relative state, snapshot, savepoint and report paths go under the eddy
+# user's home, not under <cwd>/.eddy (service/paths.py).
 ENV PATH=/opt/eddy/bin:$PATH \
     PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1
+    PYTHONDONTWRITEBYTECODE=1 \
+    EDDY_HOME=/var/lib/eddy
 WORKDIR /var/lib/eddy
 
 FROM base AS spark

@@ -7,6 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt pyproject.toml | md5sum | cut -c1-12)
+# Eddy's folder (service/paths.py): the broker, PostgreSQL, state, snapshots, savepoints
+# and logs of every target below, wherever a tool runs from. Set it to keep them elsewhere
+# (unset or empty: this checkout's .eddy).
+export EDDY_HOME := $(or $(EDDY_HOME),$(CURDIR)/.eddy)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
         test test-unit test-integration lint format clean chaos bench bench-quick browser \
@@ -108,7 +112,10 @@ analytics: venv ## every Spark job on the newest snapshot (make run takes one); 
 bench-snapshot: venv ## snapshot export rate and Spark job time for 1M keys: bench/results/snapshot.json
 	$(BIN)/python -m bench.snapshot
 
-clean: ## stop the broker and remove local state (keeps .venv)
+clean: ## stop the broker and PostgreSQL, remove $EDDY_HOME (keeps .venv)
 	-$(BIN)/python -m tools kafka stop
 	-$(BIN)/python -m tools postgres stop
-	rm -rf .eddy
+	@# Not a folder that holds more than Eddy's files (EDDY_HOME=$$HOME, or the checkout).
+	@case "$(abspath $(EDDY_HOME))" in /|$(abspath $(HOME))|$(CURDIR)) \
+		echo "make clean: not removing EDDY_HOME=$(EDDY_HOME)"; exit 1;; esac
+	rm -rf "$(EDDY_HOME)"

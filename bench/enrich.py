@@ -33,6 +33,7 @@ from bench.machine import write_result
 from bench.procs import Proc
 from bench.run import free_port
 from bench.workload import base_ms, preload, shape_for
+from service.paths import eddy_home
 from tools import localkafka
 
 BOOTSTRAP = "127.0.0.1:9092"  # eddy's local broker (make bench starts it)
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False)
     localkafka.ensure_running()
     kafka = Kafka(BOOTSTRAP)
-    run_dir = Path(".eddy/bench") / f"enrich-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = eddy_home() / "bench" / f"enrich-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     topic = input_topic(f"bench-enrich-input-{uuid.uuid4().hex[:6]}-")
     kafka.create(topic, PARTITIONS)

@@ -38,8 +38,8 @@ from bench.errors import BenchError
 from bench.kafkaio import Kafka
 from bench.verify import Verdict, verify
 from bench.workload import Expected, base_ms, preload, shape_for
+from service.paths import eddy_home
 
-RUN_ROOT = Path(".eddy/bench")
 T = TypeVar("T")
 
 
@@ -78,7 +78,7 @@ class Run:
 
     @property
     def dir(self) -> Path:
-        return (RUN_ROOT / self.tag).resolve()
+        return eddy_home() / "bench" / self.tag
 
     def app_id(self, name: str) -> str:
         return f"{self.prefix}{name}"

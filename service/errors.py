@@ -24,4 +24,4 @@ class BrokerUnavailableError(EddyError):
 
 class LocalKafkaError(EddyError):
     """The local broker could not be fetched, formatted or started. The message
-    names the log file under ``.eddy/kafka`` that says why."""
+    names the log file under ``$EDDY_HOME/kafka`` that says why."""

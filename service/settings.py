@@ -4,6 +4,8 @@ Every setting comes from an environment variable with the ``EDDY_`` prefix
 (``EDDY_BOOTSTRAP_SERVERS``, ``EDDY_PROCESSING_GUARANTEE``...). Nothing is
 built at import time: tests and tools call :func:`load_settings` with
 overrides, so two workers in one test never share hidden configuration.
+Paths are resolved here, once: relative folders Eddy owns go under ``EDDY_HOME``
+(service/paths.py), so no consumer of these settings looks at the current directory.
 """
 
 from __future__ import annotations
@@ -16,9 +18,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service import paths
 from service.errors import ConfigError
 
 ENV_PREFIX = "EDDY_"
@@ -118,8 +128,17 @@ class Settings(BaseSettings):
         description="Broker aborts a worker's open transaction after this long.",
     )
     session_timeout_ms: int = Field(10_000, ge=1_000, description="Consumer group session timeout.")
+    home: Path = Field(
+        Path(paths.DEFAULT_HOME),
+        description="Eddy's folder: a relative EDDY_STATE_DIR, EDDY_SNAPSHOT_ROOT or "
+        "EDDY_SAVEPOINT_ROOT is taken from here, and the tools keep theirs here too "
+        "(kafka/, postgres/, logs/, chaos/, reports/); absolute paths and URIs stay as "
+        "given. A relative EDDY_HOME is taken from the current directory at start; make "
+        "sets it to the checkout's .eddy.",
+    )
     state_dir: Path = Field(
-        Path(".eddy/state"), description="Local RocksDB directory (rebuilt from changelogs)."
+        Path("state"),
+        description="Local RocksDB directory (rebuilt from changelogs); relative: under EDDY_HOME.",
     )
     worker_id: str = Field(
         default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
@@ -192,16 +211,18 @@ class Settings(BaseSettings):
         1_000, ge=1, description="Most window results one REST response may return."
     )
     snapshot_root: str = Field(
-        ".eddy/snapshots",
+        "snapshots",
         min_length=1,
         description="Where state snapshots are published (Parquet + manifest): a local "
-        "path or an S3-compatible URI such as s3://bucket/prefix (docs/snapshots.md).",
+        "path (relative: under EDDY_HOME) or an S3-compatible URI such as "
+        "s3://bucket/prefix (docs/snapshots.md).",
     )
     savepoint_root: str = Field(
-        ".eddy/savepoints",
+        "savepoints",
         min_length=1,
         description="Where savepoints are written (never deleted automatically): a local "
-        "path or an S3-compatible URI such as s3://bucket/prefix (docs/savepoints.md).",
+        "path (relative: under EDDY_HOME) or an S3-compatible URI such as "
+        "s3://bucket/prefix (docs/savepoints.md).",
     )
     snapshot_interval_ms: int = Field(
         0,
@@ -238,7 +259,8 @@ class Settings(BaseSettings):
     ssl_cafile: Path | None = Field(
         None,
         description="PEM file of the CA that signed the brokers' certificates (SSL and "
-        "SASL_SSL); unset = the system's trusted CAs.",
+        "SASL_SSL); unset = the system's trusted CAs. A relative path is read from the "
+        "current directory, not EDDY_HOME.",
     )
     log_level: str = Field(
         "INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="Log level."
@@ -251,6 +273,31 @@ class Settings(BaseSettings):
             names = tuple(name.strip() for name in value.split(",") if name.strip())
             return names or None
         return value
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _empty_home_is_the_default(cls, value: object) -> object:
+        # EDDY_HOME= (set but empty) means what the tools take it to mean: unset.
+        return paths.DEFAULT_HOME if value in ("", None) else value
+
+    @field_validator("home")
+    @classmethod
+    def _home_is_absolute(cls, value: Path) -> Path:
+        # Once, at load: a worker that changed directory later, and every process it
+        # hands these settings to (to_env), still means the same folder.
+        return paths.absolute(value)
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir_in_home(cls, value: Path, info: ValidationInfo) -> Path:
+        home = info.data.get("home")
+        return value if home is None else paths.in_home(value, home)  # None: home is invalid
+
+    @field_validator("snapshot_root", "savepoint_root")
+    @classmethod
+    def _root_in_home(cls, value: str, info: ValidationInfo) -> str:
+        home = info.data.get("home")
+        return value if home is None else paths.root_in_home(value, home)
 
     @field_validator("bootstrap_servers")
     @classmethod

@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 
 from service.cli_parser import OneLineParser, print_error
 from service.errors import EddyError
+from service.paths import eddy_home, root_in_home
 from service.snapshot.layout import SnapshotRoot
 from tables.export import SCHEMA_VERSION
 
@@ -38,14 +39,20 @@ def parser(description: str, prog: str) -> argparse.ArgumentParser:
     """The options every job takes; ``prog`` is how the job is run (its usage and
     its one-line errors name it)."""
     p = OneLineParser(prog=prog, description=description)
+    home = eddy_home()  # the worker's rule (service/paths.py), so both find one root
     p.add_argument(
         "--root",
-        default=os.environ.get("EDDY_SNAPSHOT_ROOT", ".eddy/snapshots"),
-        help="snapshot root: a path or s3://bucket/prefix (default: EDDY_SNAPSHOT_ROOT)",
+        default=root_in_home(os.environ.get("EDDY_SNAPSHOT_ROOT", "snapshots"), home),
+        help="snapshot root: a path or s3://bucket/prefix (default: EDDY_SNAPSHOT_ROOT, "
+        "relative to EDDY_HOME)",
     )
     p.add_argument("--app", default=os.environ.get("EDDY_APP_ID", "eddy"), help="the app id")
     p.add_argument("--snapshot", default=None, help="a snapshot id (default: the newest)")
-    p.add_argument("--out", default=".eddy/reports", help="where reports go (default: %(default)s)")
+    p.add_argument(
+        "--out",
+        default=str(home / "reports"),
+        help="where reports go (default: $EDDY_HOME/reports, now %(default)s)",
+    )
     p.add_argument(
         "--master", default=None, help="Spark master (default: spark-submit's, or local[*])"
     )

@@ -113,11 +113,13 @@ def test_data_is_wiped_only_when_kafka_cannot_read_it(
 # --- where files live ---------------------------------------------------------------
 
 
-def test_home_is_under_the_repository_root(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_home_is_kafka_under_eddy_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(HOME_ENV, raising=False)
-    home = home_dir()
-    assert home.parts[-2:] == (".eddy", "kafka")
-    assert (home.parent.parent / "pyproject.toml").is_file()
+    monkeypatch.setenv("EDDY_HOME", str(tmp_path / "home"))
+    assert home_dir() == tmp_path / "home" / "kafka"
+    monkeypatch.delenv("EDDY_HOME")
+    monkeypatch.chdir(tmp_path)
+    assert home_dir() == tmp_path / ".eddy" / "kafka"
 
 
 def test_home_can_be_overridden(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

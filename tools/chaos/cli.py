@@ -60,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--keep-topics", action="store_true", help="keep a passing run's topics")
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing seed")
-    parser.add_argument("--out", default=".eddy/chaos", help="folder for the run folders")
+    parser.add_argument(
+        "--out", default=None, help="folder for the run folders (default: $EDDY_HOME/chaos)"
+    )
     parser.add_argument("--rate", type=float, default=200.0, help="latency: records per second")
     parser.add_argument("--seconds", type=float, default=15.0, help="latency: seconds per interval")
 
@@ -125,7 +127,7 @@ def run_cli(args: argparse.Namespace) -> int:
             run_chaos(
                 schedule,
                 expect_duplicates=args.expect_duplicates,
-                root=Path(args.out),
+                root=Path(args.out) if args.out else None,
                 console=console,
                 keep_topics=args.keep_topics,
             )

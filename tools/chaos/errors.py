@@ -13,4 +13,4 @@ class ChaosError(EddyError):
 
 class ReplayError(ChaosError):
     """A ``--replay`` file is missing or not a schedule written by this harness.
-    Point ``--replay`` at the ``schedule.json`` of a run folder under ``.eddy/chaos``."""
+    Point ``--replay`` at the ``schedule.json`` of a run folder under ``$EDDY_HOME/chaos``."""

@@ -15,13 +15,13 @@ import asyncio
 import shutil
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 from rich.console import Console
 from rich.table import Table
 
 from agents import app
+from service.paths import eddy_home
 from service.settings import load_settings
 from service.topics import ensure_topics
 from tools.chaos.cluster import Cluster
@@ -30,8 +30,6 @@ from tools.chaos.reference import Plan
 from tools.chaos.report import percentiles
 from tools.chaos.verify import CHECKER
 from tools.chaos.workload import checker_messages
-
-ROOT = Path(".eddy/chaos")
 
 
 @dataclass
@@ -53,7 +51,7 @@ async def measure(
 
 async def _one(interval_ms: int, rate: float, seconds: float, console: Console) -> LatencyRow:
     tag = uuid.uuid4().hex[:8]
-    run_dir = (ROOT / f"latency-{interval_ms}ms-{tag}").resolve()
+    run_dir = eddy_home() / "chaos" / f"latency-{interval_ms}ms-{tag}"
     settings = load_settings(
         app.settings_classes(),
         app="agents:app",

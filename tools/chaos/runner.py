@@ -6,8 +6,8 @@ steady pace while the schedule's faults fire; then a drain (every worker alive
 and ready, every stage's consumer group committed up to the end of its input,
 stable for a few seconds); then the checks of ``tools.chaos.verify`` on what
 ``read_committed`` readers see, the REST answers, and open-transaction markers.
-Everything lands in ``.eddy/chaos/<run-id>/``: ``schedule.json`` (replayable),
-``results.json``, one log per worker incarnation.
+Everything lands in ``$EDDY_HOME/chaos/<run-id>/`` (or under ``--out``):
+``schedule.json`` (replayable), ``results.json``, one log per worker incarnation.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents import app
 from service.errors import EddyError
+from service.paths import eddy_home
 from service.settings import Settings, load_settings
 from service.topics import ensure_topics
 from tools import localkafka
@@ -54,7 +55,6 @@ from tools.chaos.verify import (
     sensor_expectation,
 )
 
-DEFAULT_ROOT = Path(".eddy/chaos")
 DRAIN_TIMEOUT_S = 240.0
 DRAIN_STABLE_S = 3.0
 
@@ -89,14 +89,14 @@ class ChaosRun:
         schedule: Schedule,
         *,
         expect_duplicates: bool = False,
-        root: Path = DEFAULT_ROOT,
+        root: Path | None = None,
         console: Console | None = None,
         keep_topics: bool = False,
     ) -> None:
         cfg = schedule.config
         tag = uuid.uuid4().hex[:8]
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-seed{cfg.seed}-{tag}"
-        self.run_dir = (root / self.run_id).resolve()
+        self.run_dir = ((root or eddy_home() / "chaos") / self.run_id).resolve()
         self.schedule = schedule
         self.console = console or Console(stderr=True)
         self.keep_topics = keep_topics

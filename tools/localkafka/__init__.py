@@ -4,7 +4,7 @@ Public API (all synchronous and blocking; from async code call them through
 ``asyncio.to_thread``, except :func:`wait_until_ready`, which is also safe to call
 directly inside a running event loop):
 
-- :func:`fetch` puts the jars of ``KAFKA_VERSION`` (default 3.9.2) under ``.eddy/kafka``.
+- :func:`fetch` puts the jars of ``KAFKA_VERSION`` (default 3.9.2) under ``$EDDY_HOME/kafka``.
 - :func:`ensure_running` starts the broker unless one already answers.
 - :func:`stop`, :func:`is_running`, :func:`running_pid`, :func:`status`.
 - :func:`wait_until_ready` waits for any bootstrap address to answer Kafka requests.

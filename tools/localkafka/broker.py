@@ -2,7 +2,7 @@
 
 There is no Docker and no Apache download site on Eddy's machines, but Maven
 Central serves the broker itself (``org.apache.kafka:kafka_2.13``) and Java 17 runs it.
-One combined broker + controller (KRaft) lives under ``.eddy/kafka``: jars per
+One combined broker + controller (KRaft) lives under ``$EDDY_HOME/kafka``: jars per
 version, one data directory, one pid file. Every step is idempotent, because
 ``make test``, test fixtures and ``make run`` all call it and may race.
 """

@@ -15,6 +15,7 @@ from pathlib import Path
 from string import Template
 
 from service.errors import LocalKafkaError
+from service.paths import eddy_home
 
 VERSION_ENV = "KAFKA_VERSION"
 HOME_ENV = "EDDY_LOCAL_KAFKA_DIR"
@@ -65,12 +66,11 @@ def configured_version(version: str | None = None) -> KafkaVersion:
 
 
 def home_dir() -> Path:
-    """Found from this file, not the cwd, so every command and test shares one broker."""
+    """``$EDDY_LOCAL_KAFKA_DIR`` if set, else ``$EDDY_HOME/kafka`` (service/paths.py),
+    so every command and test given one EDDY_HOME (make exports it) shares one broker."""
     if override := os.environ.get(HOME_ENV):
         return Path(override).expanduser().resolve()
-    here = Path(__file__).resolve()
-    root = next((p for p in here.parents if (p / "pyproject.toml").is_file()), Path.cwd())
-    return root / ".eddy" / "kafka"
+    return eddy_home() / "kafka"
 
 
 @dataclass(frozen=True)

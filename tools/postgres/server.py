@@ -1,7 +1,7 @@
 """A PostgreSQL server on 127.0.0.1:5433, run from the distribution's binaries.
 
-One cluster lives under ``.eddy/postgres`` (data directory, unix socket, log),
-made by ``initdb -U eddy --auth=trust`` with a database ``eddy``. initdb and
+One cluster lives under ``$EDDY_HOME/postgres`` (data directory, unix socket,
+log), made by ``initdb -U eddy --auth=trust`` with a database ``eddy``. initdb and
 postgres refuse to run as root, so as root every server command runs through
 ``runuser -u postgres`` and the directories belong to that user. Every step is
 idempotent and runs under a file lock, because ``make test``, test fixtures and
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.errors import EddyError
+from service.paths import eddy_home
 
 HOST = "127.0.0.1"
 PORT = 5433  # 5432 may belong to a system server
@@ -35,7 +36,7 @@ _DEBIAN_ROOT = Path("/usr/lib/postgresql")
 
 class LocalPostgresError(EddyError):
     """The local PostgreSQL could not be found, initialised or started; the message
-    says what to install or names the log under ``.eddy/postgres`` that says why."""
+    says what to install or names the log under ``$EDDY_HOME/postgres`` that says why."""
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,9 @@ class Layout:
 
 
 def layout() -> Layout:
-    """Found from this file, not the cwd, so every command and test shares one server."""
-    here = Path(__file__).resolve()
-    root = next((p for p in here.parents if (p / "pyproject.toml").is_file()), Path.cwd())
-    return Layout.at(root / ".eddy" / "postgres")
+    """Under ``$EDDY_HOME/postgres`` (service/paths.py), so every command and test given
+    one EDDY_HOME (make exports it) shares one server."""
+    return Layout.at(eddy_home() / "postgres")
 
 
 def bin_dir() -> Path:

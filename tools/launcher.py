@@ -266,7 +266,7 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
     started_broker = await asyncio.to_thread(localkafka.ensure_running)
     started_postgres = False
     children: list[Child] = []
-    logs = Path(".eddy/logs")
+    logs = settings.home / "logs"
     base = f"http://{settings.api_host}:{settings.api_port}"
     try:
         started_postgres = await _start_services(run, logs, children)

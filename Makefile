@@ -14,7 +14,7 @@ export EDDY_HOME := $(or $(EDDY_HOME),$(CURDIR)/.eddy)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
         test test-unit test-integration lint format clean chaos bench bench-quick browser \
-        postgres postgres-start postgres-stop
+        postgres postgres-start postgres-stop kubectl
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -86,7 +86,14 @@ postgres-start: venv postgres ## start the local PostgreSQL on 127.0.0.1:5433 (n
 postgres-stop: venv ## stop the local PostgreSQL
 	$(BIN)/python -m tools postgres stop
 
-test: lint kafka-jars browser postgres ## the whole suite: lint, unit, integration and e2e against a real broker
+# kubectl's kustomize renders deploy/k8s for tests/deploy: Debian's kubectl, if an
+# apt source has it (Kubernetes' own repository, or a cloud SDK's); else say what to do.
+kubectl: ## check for kubectl, install it with apt-get if a source has it
+	@command -v kubectl >/dev/null || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl; } || \
+		{ echo "make: install kubectl 1.27 or newer (https://kubernetes.io/docs/tasks/tools/)" >&2; exit 1; }
+
+test: lint kafka-jars browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
 
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control

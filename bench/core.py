@@ -2,7 +2,7 @@
 
 Run ``python -m bench.core`` (``--records N``, ``--repeat R``, ``--profile``).
 
-The workload is the seeds' E1-E4 pipeline (``agents/sensor_averages.py``): 100
+The workload is the sensor-averages agent (``agents/sensor_averages.py``): 100
 sensors, a reading every 100 ms each, 5 s tumbling windows, count/avg/min/max
 (:class:`Stats`), a bounded out-of-orderness watermark of 1 s, and every reading
 delayed by a random 0-1 s before it arrives, so readings are up to 1 s out of

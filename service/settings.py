@@ -417,11 +417,15 @@ def reject_unknown_variables(extra: Iterable[type[BaseSettings]] = ()) -> None:
 def settings_table(classes: Iterable[type[BaseSettings]] = (Settings,)) -> str:
     """A markdown table of settings, generated from the fields so the two agree."""
     rows = ["| variable | default | what it does |", "|---|---|---|"]
+    seen: set[str] = set()
     for cls in classes:
         prefix = env_prefix(cls)
         for name, info in cls.model_fields.items():
-            default = _shown_default(info)
-            rows.append(f"| `{prefix}{name.upper()}` | {default} | {info.description} |")
+            variable = f"{prefix}{name.upper()}"
+            if variable in seen:
+                continue  # inherited by another class: one variable, one row
+            seen.add(variable)
+            rows.append(f"| `{variable}` | {_shown_default(info)} | {info.description} |")
     return "\n".join(rows)
 
 

@@ -134,18 +134,18 @@ async def _monitor(base: str, children: list[Child], duration_s: float | None) -
             before, before_at = now, at
 
 
-# What `make run` suggests trying, per pipeline (README has the same lines).
+# What `make run` suggests trying, per agent (docs/agents.md has the same lines).
 CURL_EXAMPLES = {
     "sensor_averages": "/sensors/sensor_1/windows",
     "sensor_minmax": "/sensors/sensor_1/minmax",
     "sensor_counts": "/sensors/sensor_1/counts",
     "sensor_alerts": "/sensors/sensor_1/alerts",
     "vehicle_speed": "/vehicles/vehicle_1/agreement",
-    "hashtag_counts": "/hashtags/top?n=5",
+    "hashtag_counts": "/hashtags/top?order_by=count&limit=5",
     "team_powerups": "/teams/team_1/powerups",
 }
 
-# The simulator scenario that feeds each pipeline.
+# The simulator scenario that feeds each agent.
 SCENARIO_OF = {
     "sensor_averages": "sensors",
     "sensor_minmax": "sensors",

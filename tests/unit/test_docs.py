@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,3 +28,14 @@ def test_ci_runs_what_the_readme_tells_developers_to_run() -> None:
         line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd "))
     ]
     assert commands == ["make test"]
+
+
+def test_the_readme_names_every_prerequisite_and_what_make_installs() -> None:
+    # What `make run` and `make test` need or install must be in the README: the
+    # Debian packages the Makefile installs with apt-get, the tools it calls.
+    readme = (ROOT / "README.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    packages = set(re.findall(r"apt-get install -y -qq ([a-z0-9.+-]+)", makefile))
+    assert packages >= {"postgresql", "chromium"}
+    for needed in [*packages, "Python 3.11", "Java 17", "Maven", "sudo", "kubectl"]:
+        assert needed in readme, needed

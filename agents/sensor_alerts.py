@@ -12,7 +12,10 @@ Per sensor:
 * all of a sensor's state is cleared 1 h (event time) after its last reading,
   so sensors that go away do not leak state.
 
-The latest alerts and the last temperature per sensor are queryable.
+The latest alerts, the last temperature and the sensor's counts (readings and
+alerts by kind since its state began) are queryable. The counts are what an
+alert rate is computed from (spark_jobs/sensor_report.py): the latest alerts
+alone are capped at 20 per sensor, so a rate over them says nothing.
 """
 
 from __future__ import annotations
@@ -43,11 +46,21 @@ class Alert(BaseModel):
     threshold: float | None = None
 
 
+class Counts(BaseModel):
+    """A sensor's readings and alerts, counted since its state began (its first
+    reading, or its first after an hour of silence cleared it)."""
+
+    readings: int = 0
+    alerts: dict[str, int] = {}
+    since_ms: int | None = None
+
+
 LAST_TEMP = ValueState("last_temp", float, queryable=True)
 RISE_TIMER = ValueState("rise_timer", int)
 CLEAN_TIMER = ValueState("clean_timer", int)
 RECENT_ALERTS = ListState("recent", Alert, queryable=True)
-STATES = (LAST_TEMP, RISE_TIMER, CLEAN_TIMER, RECENT_ALERTS)
+COUNTS = ValueState("counts", Counts, queryable=True)
+STATES = (LAST_TEMP, RISE_TIMER, CLEAN_TIMER, RECENT_ALERTS, COUNTS)
 
 
 class SensorAlerts:
@@ -64,6 +77,9 @@ class SensorAlerts:
         last_temp = ctx.state(LAST_TEMP)
         previous = last_temp.get()
         last_temp.set(temperature)
+        counts = ctx.state(COUNTS)
+        now = counts.get() or Counts(since_ms=reading.timestamp_ms)
+        counts.set(now.model_copy(update={"readings": now.readings + 1}))
         self._expire_later(ctx)
         if temperature < FREEZING_F:
             self._alert(ctx, "freezing", f"Freezing Alarm for {ctx.key}", reading, "freezing")
@@ -127,6 +143,10 @@ class SensorAlerts:
         ctx.output(alert.model_dump(exclude_none=True), output=output)
         recent = ctx.state(RECENT_ALERTS)
         recent.update([*recent.get()[-(RECENT - 1) :], alert])
+        counts = ctx.state(COUNTS)
+        now = counts.get() or Counts()
+        alerts = {**now.alerts, kind: now.alerts.get(kind, 0) + 1}
+        counts.set(now.model_copy(update={"alerts": alerts}))
 
 
 @app.define(settings=SensorSettings)

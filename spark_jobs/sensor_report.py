@@ -1,11 +1,12 @@
 """Sensor report: per sensor and hour, min/avg/max/stddev of the 5 s window
 averages; alert counts by kind; sensors ranked by anomaly rate.
 
-Inputs: ``sensor_averages``' window results and ``sensor_alerts``' ``recent``
-state (each sensor's latest alerts, at most 20). The anomaly rate is a sensor's
-alerts in that state per reading in the snapshot's windows: a ranking of
-sensors, not a rate over all time (state keeps neither all alerts nor all
-windows; a Kafka-side report would read the topics).
+Inputs: ``sensor_averages``' window results (as far back as results retention
+keeps them) and ``sensor_alerts``' ``counts`` state: each sensor's readings and
+alerts by kind, counted by the agent since the sensor's state began. The anomaly
+rate is a sensor's alerts per reading over that same span, so numerator and
+denominator count the same readings (the latest-alerts list, capped at 20 per
+sensor, would rank sensors by their reading counts alone).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_jobs import common
+from spark_jobs.ranking import with_rank
 
 NAME = "sensor_report"
 STATS = T.StructType(
@@ -30,7 +32,14 @@ STATS = T.StructType(
         T.StructField("max", T.DoubleType()),
     ]
 )
-ALERTS = T.ArrayType(T.StructType([T.StructField("kind", T.StringType())]))
+# agents.sensor_alerts.Counts, as stored (JSON).
+COUNTS = T.StructType(
+    [
+        T.StructField("readings", T.LongType()),
+        T.StructField("alerts", T.MapType(T.StringType(), T.LongType())),
+        T.StructField("since_ms", T.LongType()),
+    ]
+)
 
 
 class SensorReport(NamedTuple):
@@ -39,8 +48,9 @@ class SensorReport(NamedTuple):
     ranking: DataFrame
 
 
-def transform(results: DataFrame, recent_alerts: DataFrame) -> SensorReport:
-    """``results``/``recent_alerts``: snapshot rows (tables.export.SCHEMA)."""
+def transform(results: DataFrame, counts: DataFrame) -> SensorReport:
+    """``results``/``counts``: snapshot rows (tables.export.SCHEMA) of
+    sensor_averages' ``results`` and sensor_alerts' ``state.counts``."""
     windows = results.select(
         F.col("key").alias("sensor_id"),
         (F.floor(F.col("window_start_ms") / common.HOUR_MS) * common.HOUR_MS).alias(
@@ -56,19 +66,22 @@ def transform(results: DataFrame, recent_alerts: DataFrame) -> SensorReport:
         F.max("avg").alias("max_avg"),
         F.stddev_samp("avg").alias("stddev_avg"),
     )
-    alerts = recent_alerts.select(
-        F.col("key").alias("sensor_id"), F.explode(F.from_json("value", ALERTS)).alias("alert")
-    ).select("sensor_id", F.col("alert.kind").alias("kind"))
-    alerts_by_kind = alerts.groupBy("sensor_id", "kind").agg(F.count("*").alias("alerts"))
-    readings = windows.groupBy("sensor_id").agg(F.sum("count").alias("readings"))
-    per_sensor = alerts.groupBy("sensor_id").agg(F.count("*").alias("alerts"))
-    ranked = (
-        readings.join(per_sensor, "sensor_id", "left")
-        .fillna(0, ["alerts"])
-        .withColumn("anomaly_rate", F.col("alerts") / F.col("readings"))
+    sensors = counts.select(
+        F.col("key").alias("sensor_id"), F.from_json("value", COUNTS).alias("c")
+    ).select("sensor_id", "c.readings", "c.alerts", "c.since_ms")
+    alerts_by_kind = sensors.select("sensor_id", F.explode("alerts").alias("kind", "alerts")).where(
+        F.col("alerts") > 0
     )
-    order = Window.orderBy(F.desc("anomaly_rate"), F.asc("sensor_id"))
-    ranking = ranked.withColumn("rank", F.row_number().over(order))
+    per_sensor = sensors.select(
+        "sensor_id",
+        "since_ms",
+        "readings",
+        # The sum of the map's values (0 for a sensor without alerts).
+        F.aggregate(F.map_values("alerts"), F.lit(0).cast("long"), lambda a, b: a + b).alias(
+            "alerts"
+        ),
+    ).withColumn("anomaly_rate", F.col("alerts") / F.col("readings"))
+    ranking = with_rank(per_sensor, F.desc("anomaly_rate"), F.asc("sensor_id"))
     return SensorReport(
         hourly.orderBy("sensor_id", "hour_start_ms"),
         alerts_by_kind.orderBy("sensor_id", "kind"),
@@ -86,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = common.session(NAME, args.master)
     report = transform(
         snapshot.table(spark, "sensor_averages", "results"),
-        snapshot.table(spark, "sensor_alerts", "state.recent"),
+        snapshot.table(spark, "sensor_alerts", "state.counts"),
     )
     out = common.output_dir(args.out, NAME, snapshot.snapshot_id)
     common.write_outputs(out, report._asdict())
@@ -108,8 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "",
             "![anomaly rate](anomaly_rate.png)",
             "",
+            "Alerts and readings are counted by sensor_alerts since each sensor's state "
+            "began (`since_ms`: its first reading, or its first after an hour of silence).",
+            "",
             common.markdown_table(
-                ranking, ["rank", "sensor_id", "alerts", "readings", "anomaly_rate"]
+                ranking, ["rank", "sensor_id", "alerts", "readings", "anomaly_rate", "since_ms"]
             ),
             "",
             "## Window averages per sensor and hour",

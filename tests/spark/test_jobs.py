@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from service.snapshot.layout import SnapshotRoot, snapshot_id_at
 from spark_jobs import hashtag_trends, sensor_report, snapshot_diff, vehicle_speed_report
 from spark_jobs.common import Snapshot
+from spark_jobs.ranking import with_rank
 from tests.spark import inputs
 from tests.spark.conftest import APP
 
@@ -29,7 +31,7 @@ def test_sensor_report(spark: SparkSession, snapshots: SnapshotRoot) -> None:
     snap = newest(snapshots)
     report = sensor_report.transform(
         snap.table(spark, "sensor_averages", "results"),
-        snap.table(spark, "sensor_alerts", "state.recent"),
+        snap.table(spark, "sensor_alerts", "state.counts"),
     )
     averages: dict[tuple[str, int], list[float]] = defaultdict(list)
     for (sensor, start), avg in inputs.window_averages().items():
@@ -44,21 +46,28 @@ def test_sensor_report(spark: SparkSession, snapshots: SnapshotRoot) -> None:
         assert row["avg_avg"] == pytest.approx(statistics.fmean(values))
         assert row["stddev_avg"] == pytest.approx(statistics.stdev(values))
 
-    recent = {sensor: kinds[-20:] for sensor, kinds in inputs.alerts().items()}
-    expected_kinds = {(s, k): n for s, kinds in recent.items() for k, n in Counter(kinds).items()}
+    # Every alert the agent raised, not only the 20 it keeps in its latest-alerts list.
+    kinds = inputs.alerts()
+    expected_kinds = {(s, k): n for s, found in kinds.items() for k, n in Counter(found).items()}
     assert {(r["sensor_id"], r["kind"]): r["alerts"] for r in report.alerts_by_kind.collect()} == (
         expected_kinds
     )
     assert ("s2", "threshold") in expected_kinds  # both kinds are exercised
+    assert max(len(found) for found in kinds.values()) > 20  # more than the list keeps
 
+    # Each sensor's readings, its closing reading included, since its first one.
     readings = Counter(r["sensor_id"] for r in inputs.readings())
-    rates = {s: len(recent.get(s, [])) / readings[s] for s in inputs.SENSORS}
+    readings.update(inputs.SENSORS)
+    rates = {s: len(kinds.get(s, [])) / readings[s] for s in inputs.SENSORS}
     expected_order = sorted(inputs.SENSORS, key=lambda s: (-rates[s], s))
     ranking = report.ranking.collect()
     assert [r["sensor_id"] for r in ranking] == expected_order
     assert [r["rank"] for r in ranking] == [1, 2, 3, 4]
     for row in ranking:
+        assert row["readings"] == readings[row["sensor_id"]]
+        assert row["alerts"] == len(kinds.get(row["sensor_id"], []))
         assert row["anomaly_rate"] == pytest.approx(rates[row["sensor_id"]])
+        assert row["since_ms"] == inputs.BASE
 
 
 def test_vehicle_speed_report(spark: SparkSession, snapshots: SnapshotRoot) -> None:
@@ -154,3 +163,33 @@ def test_every_job_runs_end_to_end_and_writes_its_report(
         assert pngs
         assert pngs[0].read_bytes()[:4] == b"\x89PNG"
         assert any(directory.glob("*.parquet"))
+
+
+def test_ranks_run_one_to_n_over_many_partitions_without_a_global_window(
+    spark: SparkSession,
+) -> None:
+    # Spark's warning "No Partition Defined for Window operation! Moving all data to a
+    # single partition" comes from a Window operator without partitions; with_rank has
+    # none, and still numbers rows spread over several sorted partitions.
+    values = [(n, (n * 7_919) % 1_000 / 10) for n in range(1_000)]
+    frame = spark.createDataFrame(values, ["id", "score"]).repartition(7)
+    # Five sorted partitions, not merged into one by adaptive execution.
+    spread = {
+        "spark.sql.shuffle.partitions": "5",
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    }
+    saved = {k: spark.conf.get(k) for k in spread}
+    for key, value in spread.items():
+        spark.conf.set(key, value)
+    try:
+        ranked = with_rank(frame, F.desc("score"), F.asc("id"))
+        assert "Window" not in ranked._jdf.queryExecution().executedPlan().toString()
+        rows = ranked.orderBy("rank").collect()
+        sorted_parts = frame.orderBy("score").select(F.spark_partition_id()).distinct().count()
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    assert sorted_parts == 5
+    expected = sorted(values, key=lambda v: (-v[1], v[0]))
+    assert [(r["id"], r["score"]) for r in rows] == expected
+    assert [r["rank"] for r in rows] == list(range(1, 1_001))

@@ -323,7 +323,7 @@ async def test_the_agents_and_what_they_serve(client: AsyncClient) -> None:
         "path": "/agents/sensor_averages/windows/{key}",
     } in by_name["sensor_averages"]["views"]
     states = {v["name"] for v in by_name["sensor_alerts"]["views"]}
-    assert states == {"last_temp", "recent"}
+    assert states == {"last_temp", "recent", "counts"}
 
 
 async def test_the_openapi_schema_types_each_agents_results(client: AsyncClient) -> None:

@@ -110,8 +110,9 @@ async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec]) -> dict[
                     raise TopicMismatchError(
                         f"cannot create topic {name!r}: {errors.for_code(code).__name__} {message}"
                     )
-                if code == 0:
-                    log.info("created topic %s", name)
+            created = sorted(name for name, code, *_ in response.topic_errors if code == 0)
+            if created:
+                log.info("created %d topics: %s", len(created), ", ".join(created))
             counts = await _wait_for(admin, [s.name for s in specs])
         for spec in specs:
             if spec.exact_partitions and counts[spec.name] != spec.partitions:
@@ -211,8 +212,7 @@ def run_cli(args: argparse.Namespace) -> int:
             TopicSpec(changelog_topic(settings, stage.name), settings.partitions, COMPACTED)
         )
     counts = asyncio.run(ensure_topics(settings, specs))
-    for name in sorted(counts):
-        print(f"  {name}: {counts[name]} partitions")
+    print(f"{len(counts)} topics ready on {settings.bootstrap_servers} (eddy topics list: each)")
     return 0
 
 

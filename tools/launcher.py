@@ -28,7 +28,7 @@ from rich.console import Console
 from service.errors import EddyError
 from service.settings import ENV_PREFIX, Settings
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # a URL is never cut in two
 STATUS_EVERY_S = 5.0
 
 
@@ -85,7 +85,7 @@ async def _wait_ready(
 
 
 def _status_line(elapsed_s: float, now: dict[str, Any], before: dict[str, Any], dt_s: float) -> str:
-    """One line: totals over all stages, then records/s per stage."""
+    """One line of totals over every stage (``eddy status`` has them per stage)."""
     stages: dict[str, Any] = now["stages"]
     previous: dict[str, Any] = before.get("stages", {}) if before else {}
 
@@ -95,17 +95,18 @@ def _status_line(elapsed_s: float, now: dict[str, Any], before: dict[str, Any], 
             return 0.0
         return float(stages[name]["records_in"] - q["records_in"]) / dt_s
 
+    consumed = sum(rate(name) for name in stages)
+
     lags = [s["max_watermark_lag_ms"] for s in stages.values()]
     known = [lag for lag in lags if lag is not None]
     lag_text = f"{max(known) / 1000:.1f} s" if known else "n/a"
     total = sum(int(s["windows_emitted"]) for s in stages.values())
     late = sum(int(s["late_records"]) for s in stages.values())
     dead = sum(int(s["dead_letters"]) for s in stages.values())
-    rates = " ".join(f"{name} {rate(name):.0f}/s" for name in stages)
     return (
         f"[{int(elapsed_s) // 60:02d}:{int(elapsed_s) % 60:02d}] "
-        f"in: {rates} | windows emitted {total} | worst watermark lag {lag_text} | "
-        f"late {late} | dead-lettered {dead}"
+        f"{len(stages)} stages consumed {consumed:,.0f} records/s | windows emitted {total} | "
+        f"worst watermark lag {lag_text} | late {late} | dead-lettered {dead}"
     )
 
 

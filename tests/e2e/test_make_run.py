@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -37,8 +38,6 @@ async def test_make_run_enriches_readings_and_fills_postgres(
         EDDY_APP_ID=f"run-{tag}",
         EDDY_TOPIC_PREFIX=f"run-{tag}-",  # in front of every topic, dead letters too
         EDDY_DEAD_LETTER_TOPIC="dead",
-        EDDY_STATE_DIR=str(tmp_path / "state"),
-        EDDY_SNAPSHOT_ROOT=str(tmp_path / "snapshots"),
         EDDY_API_PORT=str(free_port()),
         EDDY_ROOM_SERVICE_URL=f"http://127.0.0.1:{free_port()}",
         EDDY_POSTGRES_SCHEMA=schema,
@@ -58,6 +57,7 @@ async def test_make_run_enriches_readings_and_fills_postgres(
     assert "sensor_rooms" in output  # the banner
     assert "postgres_sink" in output
     assert "stopped cleanly" in output
+    assert_the_readme_shows_this(output, f"run-{tag}-", schema)
 
     settings = load_settings(topic_prefix=f"run-{tag}-", app_id=f"run-{tag}")
     enriched = await read_all(settings, settings.topic("sensor-rooms"), min_records=1)
@@ -68,3 +68,29 @@ async def test_make_run_enriches_readings_and_fills_postgres(
     latest = await rows_of(postgres_dsn, schema, "sensor_latest")
     assert len(windows) > 10
     assert 0 < len(latest) <= 10
+
+
+def _shape(line: str, prefix: str = "", schema: str = "eddy") -> str:
+    """A line with what differs between runs taken out: numbers, the folder, this
+    test's topic prefix and schema."""
+    if prefix:  # the topics' prefix, then the app id it is made of
+        line = line.replace(prefix, "").replace(prefix.rstrip("-"), "eddy")
+    line = line.replace(f"from {schema}.", "from SCHEMA.")
+    line = re.sub(r"/\S*?/\.eddy/", "HOME/.eddy/", line)
+    return re.sub(r"\d+", "0", line).rstrip()
+
+
+def assert_the_readme_shows_this(output: str, prefix: str, schema: str) -> None:
+    """Every line of the README's `make run` sample is a line this run printed,
+    but for numbers and paths: the README cannot go stale."""
+    readme = (ROOT / "README.md").read_text()
+    sample = readme.split("### What `make run` shows", 1)[1].split("```", 2)[1]
+    printed = {_shape(line, prefix, schema) for line in output.splitlines()}
+    # The test's PostgreSQL is the fixture's, so this run neither starts nor stops it.
+    expected = [
+        _shape(line).replace(", PostgreSQL", "")
+        for line in sample.strip().splitlines()
+        if not line.startswith("PostgreSQL stopped")
+    ]
+    missing = [line for line in expected if line not in printed]
+    assert missing == [], "\n".join(missing)

@@ -13,12 +13,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from pydantic import SecretStr
+
 from service.app.app import App
 from service.cli_parser import print_json
 from service.errors import ConfigError
 from service.settings import ENV_PREFIX, Settings, build, settings_table
 
 FRAMEWORK = "eddy"  # declared_by of the framework's own settings
+SECRET = "**********"  # what pydantic shows for a SecretStr: set, not shown
 
 
 @dataclass
@@ -40,6 +43,9 @@ class Group:
 def effective(app: App, settings: Settings) -> list[Group]:
     """The framework's group, then one per agent settings class."""
     shown = settings.to_env()
+    for name in Settings.model_fields:  # to_env reveals secrets (a child worker needs them)
+        if isinstance(getattr(settings, name), SecretStr):
+            shown[f"{ENV_PREFIX}{name.upper()}"] = SECRET
     groups = [Group(FRAMEWORK, [Variable(n, v, FRAMEWORK) for n, v in shown.items()])]
     for cls in app.settings_classes():
         group = Group(cls.__name__)

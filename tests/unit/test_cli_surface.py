@@ -328,3 +328,16 @@ def test_eddy_send_keys_a_record_by_the_topics_key_field() -> None:
     assert key == b"s7"
     assert json.loads(value) == {"sensor_id": "s7", "timestamp_ms": 5, "temperature": 70.5}
     assert encoded(READINGS, value.decode(), "other")[0] == b"other"
+
+
+def test_eddy_config_never_prints_a_secret(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EDDY_API_TOKEN", "token-1234")
+    monkeypatch.setenv("EDDY_POSTGRES_DSN", "postgresql://eddy:pw-5678@db/eddy")
+    for argv in (["config"], ["config", "--json"]):
+        assert eddy(argv) == 0
+        out = capsys.readouterr().out
+        assert "EDDY_API_TOKEN" in out
+        assert "token-1234" not in out
+        assert "pw-5678" not in out

@@ -194,20 +194,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_app_option(parser: argparse.ArgumentParser) -> None:
-    """Every command works on an app: ``--app module:attribute`` on each (the
-    way ``uvicorn module:app`` names one), defaulting to EDDY_APP."""
+def _add_app_option(parser: argparse.ArgumentParser, *, top: bool = True) -> None:
+    """Every command works on an app: ``--app module:attribute`` (the way
+    ``uvicorn module:app`` names one), defaulting to EDDY_APP. It is taken before
+    the command (``eddy --app m:a topics list``, as ``faust -A``) or after it."""
+    parser.add_argument(
+        "--app",
+        # Only the top level sets the default: a command's own --app must not
+        # undo one given before the command.
+        default=None if top else argparse.SUPPRESS,
+        metavar="MODULE:APP",
+        help="the app, e.g. clicks:app (default: EDDY_APP, else agents:app)",
+    )
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subparsers:
-        parser.add_argument(
-            "--app",
-            default=None,
-            metavar="MODULE:APP",
-            help="the app, e.g. clicks:app (default: EDDY_APP, else agents:app)",
-        )
-        return
-    for child in subparsers[0].choices.values():
-        _add_app_option(child)
+    for action in subparsers:
+        for child in action.choices.values():
+            _add_app_option(child, top=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -223,12 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except EddyError as exc:
         return print_error("eddy", exc)
-    except OSError as exc:  # a path or host refused (permissions, disk, DNS): its message names it
-        return print_error("eddy", exc)
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         # The reader went away (`eddy topics list | head`): not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a path or host refused (permissions, disk, DNS): its message names it
+        return print_error("eddy", exc)
+    except KeyboardInterrupt:
+        return 130

@@ -341,3 +341,13 @@ def test_eddy_config_never_prints_a_secret(
         assert "EDDY_API_TOKEN" in out
         assert "token-1234" not in out
         assert "pw-5678" not in out
+
+
+def test_the_app_is_named_before_or_after_the_command(
+    clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert eddy_parser().parse_args(["--app", "a:b", "topics", "list"]).app == "a:b"
+    assert eddy_parser().parse_args(["topics", "list", "--app", "a:b"]).app == "a:b"
+    assert eddy_parser().parse_args(["topics", "list"]).app is None
+    assert eddy(["--app", "nowhere_at_all:app", "agents"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "eddy: --app nowhere_at_all:app: no module")

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from bench.contenders import BY_NAME
 from bench.errors import BenchError
-from bench.run import Options, default_contenders, execute
+from bench.run import EXTRAS, Options, default_contenders, execute
 
 FULL_READINGS = 2_000_000
 QUICK_READINGS = 20_000
@@ -43,6 +43,11 @@ def parse(argv: list[str]) -> Options:
         "what was drained by then",
     )
     parser.add_argument("--no-extras", action="store_true", help="skip latency, REST, restore")
+    parser.add_argument(
+        "--extras",
+        help="only these measurements after the drains, comma-separated (default all): "
+        + ", ".join(EXTRAS),
+    )
     parser.add_argument("--latency-s", type=int, default=45, help="seconds of offered load")
     parser.add_argument(
         "--eddy-src",
@@ -57,6 +62,10 @@ def parse(argv: list[str]) -> Options:
     unknown = [n for n in contenders if n not in BY_NAME]
     if unknown:
         parser.error(f"unknown contender(s) {', '.join(unknown)}; known: {', '.join(BY_NAME)}")
+    extras = args.extras.split(",") if args.extras else list(EXTRAS)
+    unknown = [n for n in extras if n not in EXTRAS]
+    if unknown:
+        parser.error(f"unknown extra(s) {', '.join(unknown)}; known: {', '.join(EXTRAS)}")
     partitions_text = args.partitions or ("6" if args.quick else "6,1")
     suite = args.suite or (
         "quick" if args.quick else "full" if readings >= FULL_READINGS else "reduced"
@@ -70,7 +79,7 @@ def parse(argv: list[str]) -> Options:
         quick=args.quick,
         results_dir=args.results_dir,
         suite=suite,
-        extras=not (args.quick or args.no_extras),
+        extras=frozenset(() if args.quick or args.no_extras else extras),
         latency_s=args.latency_s,
         eddy_src=args.eddy_src.resolve() if args.eddy_src else None,
     )

@@ -38,6 +38,26 @@ LATENCY = [
 
 def run_extras(run: Run, inp: Input) -> None:
     r = run.results
+    wanted = run.options.extras
+    if "java" in wanted:
+        r["java_ceilings"] = java_ceilings(run, inp)
+    if EDDY in run.options.contenders:
+        if "profile" in wanted:
+            r["profile"] = profile(run, inp)
+        if "restore" in wanted:
+            r["restore"] = restore(run, inp)
+        if "rest" in wanted:
+            r["rest"] = rest_during_ingest(run, inp)
+    base = _rate(r, EDDY, inp.partitions)
+    if base and "latency" in wanted:
+        r["latency"] = [
+            latency(run, name, inp.partitions, base // 2)
+            for name in LATENCY
+            if name in run.options.contenders
+        ]
+
+
+def java_ceilings(run: Run, inp: Input) -> list[dict[str, Any]]:
     c = run.console
     with c.status("Kafka ConsumerPerformance…"):
         consumer = javaperf.consumer_perf(
@@ -47,20 +67,9 @@ def run_extras(run: Run, inp: Input) -> None:
         producer = javaperf.producer_perf(
             run.kafka, inp, run.options.bootstrap, f"{run.prefix}pperf", run.dir
         )
-    r["java_ceilings"] = [consumer, producer]
-    for row in r["java_ceilings"]:
+    for row in (consumer, producer):
         c.print(f"  {row['tool']:<28} {row['events_per_s']:>9,} events/s")
-    if EDDY in run.options.contenders:
-        r["profile"] = profile(run, inp)
-        r["restore"] = restore(run, inp)
-        r["rest"] = rest_during_ingest(run, inp)
-    base = _rate(r, EDDY, inp.partitions)
-    if base:
-        r["latency"] = [
-            latency(run, name, inp.partitions, base // 2)
-            for name in LATENCY
-            if name in run.options.contenders
-        ]
+    return [consumer, producer]
 
 
 def _rate(results: dict[str, Any], name: str, partitions: int) -> int | None:

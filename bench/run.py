@@ -41,6 +41,9 @@ from bench.workload import Expected, base_ms, preload, shape_for
 from service.paths import eddy_home
 
 T = TypeVar("T")
+# The measurements after the drains (bench.extras): Kafka's Java ceilings, Eddy EOS
+# under the profiler, restore, REST during ingest, latency under live load.
+EXTRAS = ("java", "profile", "restore", "rest", "latency")
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Options:
     results_dir: Path
     suite: str  # results file stem: full | quick | reduced
     bootstrap: str = "127.0.0.1:9092"
-    extras: bool = True  # latency, REST and restore (full runs)
+    extras: frozenset[str] = frozenset(EXTRAS)  # which of EXTRAS run after the drains
     latency_s: int = 60
     rest_rate_per_s: int = 500
     eddy_src: Path | None = None  # Eddy's source tree, if not this checkout

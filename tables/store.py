@@ -23,10 +23,12 @@ from typing import Any, Generic, TypeVar, cast
 
 from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
+from tables.cache import DELETED as _DELETED
+from tables.cache import CachedTable
+
 K = TypeVar("K")
 V = TypeVar("V")
 
-_DELETED: Any = object()
 # Keys under an empty table name are local bookkeeping, never sent to a changelog.
 _LOCAL = b"\x00"
 _CHANGELOG_OFFSET = _LOCAL + b"changelog_offset"
@@ -194,13 +196,31 @@ def _next_prefix(prefix: bytes) -> bytes:
 
 
 class PartitionTransaction:
-    """Uncommitted changes of one checkpoint, as decoded values (cheap to re-read)."""
+    """Uncommitted changes of one checkpoint, as decoded values (cheap to re-read).
+
+    A transaction lives as long as its task: :meth:`commit` ends one checkpoint and
+    the next one starts on the same object. Tables opened with :meth:`cached` also
+    keep their committed values between checkpoints (:mod:`tables.cache`);
+    :meth:`discard` drops them with the changes.
+    """
 
     def __init__(self, store: PartitionStore) -> None:
         self._store = store
         self._changes: dict[TableSpec[Any, Any], dict[Any, Any]] = {}
+        self._caches: dict[TableSpec[Any, Any], CachedTable[Any, Any]] = {}
+
+    def cached(self, table: TableSpec[K, V]) -> CachedTable[K, V]:
+        """``table`` through a write-back cache kept across checkpoints: for hot state
+        whose entries are deleted when done (open windows), read on most records."""
+        cache = self._caches.get(table)
+        if cache is None:
+            cache = self._caches[table] = CachedTable(self._store, table)
+        return cache
 
     def get(self, table: TableSpec[K, V], key: K) -> V | None:
+        cache = self._caches.get(table)
+        if cache is not None:
+            return cache.get(key)
         changes = self._changes.get(table)
         if changes is not None and key in changes:
             value = changes[key]
@@ -208,22 +228,37 @@ class PartitionTransaction:
         return self._store.get(table, key)
 
     def put(self, table: TableSpec[K, V], key: K, value: V) -> None:
-        self._changes.setdefault(table, {})[key] = value
+        cache = self._caches.get(table)
+        if cache is not None:
+            cache.put(key, value)
+        else:
+            self._changes.setdefault(table, {})[key] = value
 
     def delete(self, table: TableSpec[K, V], key: K) -> None:
-        self._changes.setdefault(table, {})[key] = _DELETED
+        cache = self._caches.get(table)
+        if cache is not None:
+            cache.delete(key)
+        else:
+            self._changes.setdefault(table, {})[key] = _DELETED
+
+    @property
+    def cached_entries(self) -> int:
+        """Values the write-back caches hold in memory."""
+        return sum(len(cache) for cache in self._caches.values())
 
     @property
     def dirty(self) -> bool:
-        return any(self._changes.values())
+        return any(self._changes.values()) or any(c.dirty for c in self._caches.values())
 
     def changelog_records(self) -> list[tuple[bytes, bytes | None]]:
         """The changes as changelog records: encoded full key, value or tombstone."""
         records: list[tuple[bytes, bytes | None]] = []
-        for table, changes in self._changes.items():
-            for key, value in changes.items():
-                encoded = None if value is _DELETED else table.encode_value(value)
-                records.append((table.full_key(key), encoded))
+        changed = [(t, list(c.items())) for t, c in self._changes.items()]
+        changed += [(c.table, c.changes()) for c in self._caches.values()]
+        for table, changes in changed:
+            full_key, encode = table.full_key, table.encode_value
+            for key, value in changes:
+                records.append((full_key(key), None if value is _DELETED else encode(value)))
         return records
 
     def commit(
@@ -232,6 +267,11 @@ class PartitionTransaction:
         """Write the checkpoint's records and changelog offset in one ``WriteBatch``."""
         self._store.write(records, changelog_offset)
         self._changes.clear()
+        for cache in self._caches.values():
+            cache.committed()
 
     def discard(self) -> None:
+        """Forget the checkpoint in progress, and every cached value with it."""
         self._changes.clear()
+        for cache in self._caches.values():
+            cache.drop()

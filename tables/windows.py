@@ -92,8 +92,11 @@ def results_by_window_table(name: str) -> TableSpec[tuple[TimeWindow, str], dict
 class StoredWindowState:
     """:class:`service.eventtime.WindowState` over a partition transaction.
 
-    Entries are handed out as the transaction's live objects: the operator always
-    puts an entry back after changing it, and sharing saves a copy per element.
+    Open windows and sessions go through the transaction's write-back cache: they
+    are read on nearly every record and deleted when the window is cleaned up, so
+    the cache holds just the open ones. Entries are handed out live: the operator
+    always puts an entry back after changing it, and sharing saves a copy per
+    element.
     """
 
     def __init__(
@@ -103,28 +106,32 @@ class StoredWindowState:
         revive: Callable[[Any], Any] | None = None,
     ) -> None:
         self._txn = txn
-        self._windows = window_table(f"{prefix}windows", revive)
-        self._sessions = session_table(f"{prefix}sessions")
+        windows = txn.cached(window_table(f"{prefix}windows", revive))
+        self._sessions = txn.cached(session_table(f"{prefix}sessions"))
         self._key_state = key_state_table(f"{prefix}keystate")
+        # Bound once: these run per element.
+        self._get = windows.get
+        self._put = windows.put
+        self._delete = windows.delete
 
     def get_window(self, key: str, window: TimeWindow) -> WindowEntry | None:
-        return self._txn.get(self._windows, (key, window))
+        return self._get((key, window))
 
     def put_window(self, key: str, window: TimeWindow, entry: WindowEntry) -> None:
-        self._txn.put(self._windows, (key, window), entry)
+        self._put((key, window), entry)
 
     def delete_window(self, key: str, window: TimeWindow) -> None:
-        self._txn.delete(self._windows, (key, window))
+        self._delete((key, window))
 
     def get_sessions(self, key: str) -> list[TimeWindow]:
-        windows = self._txn.get(self._sessions, key)
+        windows = self._sessions.get(key)
         return [] if windows is None else list(windows)
 
     def put_sessions(self, key: str, windows: list[TimeWindow]) -> None:
         if windows:
-            self._txn.put(self._sessions, key, list(windows))
+            self._sessions.put(key, list(windows))
         else:
-            self._txn.delete(self._sessions, key)
+            self._sessions.delete(key)
 
     def get_key_state(self, key: str) -> dict[str, Any]:
         state = self._txn.get(self._key_state, key)

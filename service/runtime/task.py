@@ -156,18 +156,15 @@ class Task:
         records = self.txn.changelog_records()
         self._raise_if_failed()
         await self._ensure_transaction()
-        changelog: list[asyncio.Future[RecordMetadata]] = []
-        for key, value in records:
-            changelog.append(
-                await self._checked_send(
-                    self.changelog_topic, value, key=key, partition=self.partition
-                )
-            )
+        changelog = await self._send_changelog(records)
         await asyncio.wait_for(asyncio.gather(*self._futures), self.send_timeout_s)
         self._futures.clear()
-        metadata = await asyncio.wait_for(asyncio.gather(*changelog), self.send_timeout_s)
+        futures = [future for future, _ in changelog]
+        metadata = await asyncio.wait_for(asyncio.gather(*futures), self.send_timeout_s)
         self._prepared = records
-        self._changelog_offset = max((m.offset for m in metadata), default=None)
+        # A batch's metadata is its first record's offset; the store keeps the last's.
+        last = [m.offset + count - 1 for m, (_, count) in zip(metadata, changelog, strict=True)]
+        self._changelog_offset = max(last, default=None)
 
     async def commit_transaction(self, group_id: str) -> None:
         """Exactly-once: offsets join the transaction, which then commits."""
@@ -224,6 +221,40 @@ class Task:
         except IllegalOperation:
             self._raise_if_failed()
             raise
+
+    async def _send_changelog(
+        self, records: list[tuple[bytes, bytes | None]]
+    ) -> list[tuple[asyncio.Future[RecordMetadata], int]]:
+        """Send the checkpoint's changelog records in batches of the producer's batch
+        size: one ``send_batch`` per batch, where a ``send`` per record was most of
+        a checkpoint's cost. Batches are closed before they are sent, so none waits
+        for the producer's linger. The transactional producer adds the partition to
+        the transaction as ``send`` does.
+
+        Returns:
+            Each batch's future (its first record's metadata) and record count.
+        """
+        sent: list[tuple[asyncio.Future[RecordMetadata], int]] = []
+        batch = self.producer.create_batch()
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                sent.append((await self._send_batch(batch), batch.record_count()))
+                batch = self.producer.create_batch()
+                batch.append(key=key, value=value, timestamp=None)  # a first one always fits
+        if batch.record_count():
+            sent.append((await self._send_batch(batch), batch.record_count()))
+        return sent
+
+    async def _send_batch(self, batch: Any) -> asyncio.Future[RecordMetadata]:
+        batch.close()
+        try:
+            future: asyncio.Future[RecordMetadata] = await self.producer.send_batch(
+                batch, self.changelog_topic, partition=self.partition
+            )
+        except IllegalOperation:
+            self._raise_if_failed()
+            raise
+        return future
 
     async def _send(self, pending: list[Pending]) -> None:
         for item in pending:

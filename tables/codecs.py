@@ -25,6 +25,12 @@ def encode_time(time_ms: int) -> bytes:
     return _TIME.pack(time_ms + _BIAS)
 
 
+def time_upper_bound(time_ms: int) -> bytes | None:
+    """The exclusive upper bound of keys that start with a time at or before
+    ``time_ms``; None when every time is (the end of input's watermark)."""
+    return None if time_ms >= 2**63 - 1 else encode_time(time_ms + 1)
+
+
 def decode_time(raw: bytes) -> int:
     return int(_TIME.unpack(raw)[0]) - _BIAS
 

@@ -75,6 +75,7 @@ class PartitionStore:
         # Plain counters, read by the runtime's metrics (tables/ knows no Prometheus).
         self.reads = 0
         self.writes = 0
+        self.keys_scanned = 0  # entries range reads yielded (what opening a partition costs)
 
     def get(self, table: TableSpec[K, V], key: K) -> V | None:
         self.reads += 1
@@ -119,6 +120,7 @@ class PartitionStore:
                     continue
                 if raw_key < start:
                     return
+            self.keys_scanned += 1
             yield table.decode_key(raw_key[skip:]), table.decode_value(raw_value)
 
     def last(
@@ -227,6 +229,35 @@ class PartitionTransaction:
             return None if value is _DELETED else value
         return self._store.get(table, key)
 
+    def scan(
+        self, table: TableSpec[K, V], lower: bytes = b"", upper: bytes | None = None
+    ) -> Iterator[tuple[K, V]]:
+        """Entries whose encoded key is in ``[lower, upper)``, in key order, as this
+        transaction sees them: the committed ones with its own changes applied."""
+        cache = self._caches.get(table)
+        changes = cache.changes() if cache is not None else self._changes.get(table, {}).items()
+        pending = sorted(
+            (
+                (raw, key, value)
+                for key, value in changes
+                if lower <= (raw := table.encode_key(key)) and (upper is None or raw < upper)
+            ),
+            key=lambda change: change[0],
+        )
+        at = 0
+        for key, value in self._store.scan(table, lower, upper):
+            raw = table.encode_key(key)
+            while at < len(pending) and pending[at][0] < raw:
+                yield from _live(pending[at])
+                at += 1
+            if at < len(pending) and pending[at][0] == raw:
+                yield from _live(pending[at])  # changed here: replaces the committed value
+                at += 1
+                continue
+            yield key, value
+        for change in pending[at:]:
+            yield from _live(change)
+
     def put(self, table: TableSpec[K, V], key: K, value: V) -> None:
         cache = self._caches.get(table)
         if cache is not None:
@@ -275,3 +306,9 @@ class PartitionTransaction:
         self._changes.clear()
         for cache in self._caches.values():
             cache.drop()
+
+
+def _live(change: tuple[bytes, Any, Any]) -> Iterator[tuple[Any, Any]]:
+    _, key, value = change
+    if value is not _DELETED:
+        yield key, value

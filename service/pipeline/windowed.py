@@ -20,15 +20,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.eventtime import Timer, TimerQueue, TimeWindow, WindowResult, WindowSpec
+from service.eventtime import Timer, TimeWindow, WindowResult, WindowSpec
 from service.eventtime.joins import tag
 from service.eventtime.keyed import KeyedWindows
-from service.eventtime.watermarks import WatermarkStrategy
+from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy
 from service.eventtime.windows import MAX_TIME_MS
 from service.pipeline.base import InputRecord, Output, Target
 from service.pipeline.markers import marker_of
 from service.pipeline.source import Source
-from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+from tables.codecs import (
+    decode_json,
+    decode_utf8,
+    encode_json,
+    encode_time,
+    encode_utf8,
+    time_upper_bound,
+)
 from tables.schema import StateSchema
 from tables.store import PartitionStore, PartitionTransaction, TableSpec
 from tables.windows import (
@@ -43,6 +50,8 @@ RESULTS = results_table("results")
 RESULTS_BY_WINDOW = results_by_window_table("results.by_window")
 EVENT_TIMERS = timer_table("timers")
 PROCESSING_TIMERS = timer_table("timers.processing")
+# When each kept result leaves state, keyed (expiry time, key, window): a range read
+# from the last sweep up to the watermark finds exactly the results that are due.
 RESULT_EXPIRY = timer_table("results.expiry")
 META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
 # Every table a window stage keeps (its states, for savepoints), all at version 1.
@@ -85,7 +94,8 @@ class WindowedAggregation:
         outputs: where results go; a target's steps get each :class:`WindowResult`
             (a target without steps gets :func:`window_record`).
         queryable: keep each result for REST queries for ``results_retention_ms``
-            of event time after its window ends.
+            of event time after its window ends (they go at the first checkpoint
+            whose watermark has reached that time).
         revive: turns a stored element back into its type (windows that keep
             their elements: a process function or an evictor).
     """
@@ -137,7 +147,6 @@ class WindowedLogic:
         self._txn = txn
         self._sources = {source.topic: (n, source) for n, source in enumerate(definition.inputs)}
         self._joined = len(definition.inputs) > 1
-        self._expiry = TimerQueue(StoredTimers(store, txn, RESULT_EXPIRY))
         revive = None if definition.window.incremental else definition.revive
         self._windows = KeyedWindows(
             definition.window,
@@ -149,6 +158,8 @@ class WindowedLogic:
         )
         self._saved: dict[str, Any] | None = None
         self._now_ms = 0  # processing time, as of the runtime's last tick
+        # Results expiring at or before this time are gone from committed state.
+        self._swept_ms = MIN_WATERMARK
         self.reload()
 
     @property
@@ -156,9 +167,12 @@ class WindowedLogic:
         return self._windows.watermark_ms
 
     def reload(self) -> None:
-        self._expiry.reload()
         self._saved = self._store.get(META, "watermark")
         self._windows.reload(self._saved)
+        # Every checkpoint sweeps the results due at its watermark (and so did Eddy
+        # before the sweep moved here), so the committed watermark is where the
+        # next sweep starts: opening a partition reads no results.
+        self._swept_ms = self.watermark_ms
 
     def process(self, record: InputRecord, out: Output) -> None:
         marker = marker_of(record)
@@ -180,7 +194,9 @@ class WindowedLogic:
                 self._emit(results, out)
         if late:
             self._late(record, timestamp_ms, out)
-        self._emit(windows.observe(record.topic, timestamp_ms, read.value, self._now_ms), out)
+        fired = windows.observe(record.topic, timestamp_ms, read.value, self._now_ms)
+        if fired:
+            self._emit(fired, out)
 
     def advance_watermark(self, watermark_ms: int, out: Output) -> None:
         """An explicit watermark (the test driver's, or the end of input)."""
@@ -198,6 +214,8 @@ class WindowedLogic:
         self._emit(self._windows.on_tick(now_ms), out)
 
     def prepare_commit(self) -> None:
+        if self._d.queryable:
+            self._expire()
         snapshot = self._windows.snapshot()
         if snapshot != self._saved:
             self._txn.put(META, "watermark", snapshot)
@@ -209,8 +227,6 @@ class WindowedLogic:
             out.count(f"window.{result.timing}")
             if self._d.queryable:
                 self._keep(result)
-        if self._d.queryable:
-            self._expire()
 
     def _send(self, result: WindowResult, out: Output) -> None:
         if not self._d.outputs:
@@ -232,15 +248,31 @@ class WindowedLogic:
                 out.send(target.topic, key, data, (), timestamp_ms)
 
     def _keep(self, result: WindowResult) -> None:
+        key, window = result.key, result.window
+        expire_ms = window.end_ms + self._d.results_retention_ms
+        if expire_ms <= self._swept_ms:
+            # Due before the last sweep (an update long after its window): no later
+            # sweep would find it, and it would already be gone. So is an earlier one.
+            self._txn.delete(RESULTS, (key, window))
+            self._txn.delete(RESULTS_BY_WINDOW, (window, key))
+            return
         payload = window_record(result, self._d.key_field)
-        self._txn.put(RESULTS, (result.key, result.window), payload)
-        self._txn.put(RESULTS_BY_WINDOW, (result.window, result.key), payload)
-        expire_ms = result.window.end_ms + self._d.results_retention_ms
-        timer = Timer(expire_ms, EXPIRE, result.key, result.window.start_ms, result.window.end_ms)
-        self._expiry.register(timer)
+        self._txn.put(RESULTS, (key, window), payload)
+        self._txn.put(RESULTS_BY_WINDOW, (window, key), payload)
+        timer = Timer(expire_ms, EXPIRE, key, window.start_ms, window.end_ms)
+        self._txn.put(RESULT_EXPIRY, timer, True)
 
     def _expire(self) -> None:
-        for timer in self._expiry.pop_due(self.watermark_ms):
+        """Delete the results due at the watermark: one range read of the expiry
+        index from the last sweep, so the cost is the results that expire, and no
+        per-result timer is held in memory."""
+        watermark_ms = self.watermark_ms
+        if watermark_ms <= self._swept_ms:
+            return
+        lower, upper = encode_time(self._swept_ms + 1), time_upper_bound(watermark_ms)
+        for timer, _ in list(self._txn.scan(RESULT_EXPIRY, lower, upper)):
             window = TimeWindow(timer.window_start_ms, timer.window_end_ms)
             self._txn.delete(RESULTS, (timer.key, window))
             self._txn.delete(RESULTS_BY_WINDOW, (window, timer.key))
+            self._txn.delete(RESULT_EXPIRY, timer)
+        self._swept_ms = watermark_ms

@@ -162,16 +162,19 @@ class WindowOperator:
         self._out = _NONE
         if watermark_ms > self.watermark_ms:
             self.watermark_ms = watermark_ms
-            for timer in self._event_timers.pop_due(watermark_ms):
-                self._on_timer(timer, event_time=True)
+            # The watermark moves on most records; a timer is due on few of them.
+            if self._event_timers.due(watermark_ms):
+                for timer in self._event_timers.pop_due(watermark_ms):
+                    self._on_timer(timer, event_time=True)
         return self._out
 
     def advance_processing_time(self, now_ms: int) -> list[WindowResult]:
         self._out = _NONE
         if now_ms > self.processing_time_ms:
             self.processing_time_ms = now_ms
-            for timer in self._processing_timers.pop_due(now_ms):
-                self._on_timer(timer, event_time=False)
+            if self._processing_timers.due(now_ms):
+                for timer in self._processing_timers.pop_due(now_ms):
+                    self._on_timer(timer, event_time=False)
         return self._out
 
     # -- what contexts call --------------------------------------------------------

@@ -61,6 +61,13 @@ class TimerQueue:
             self._live.discard(timer)
             self._store.delete_timer(timer)
 
+    def due(self, time_ms: int) -> bool:
+        """Whether a timer may be due at ``time_ms``: the cheap test before
+        :meth:`pop_due`, made on every watermark advance. A deleted timer still at
+        the top answers True; ``pop_due`` then skips it."""
+        heap = self._heap
+        return bool(heap) and heap[0].time_ms <= time_ms
+
     def next_time_ms(self) -> int | None:
         self._drop_dead()
         return self._heap[0].time_ms if self._heap else None

@@ -17,6 +17,7 @@ import pytest
 
 from service.errors import LocalKafkaError
 from tools import localkafka
+from tools.localkafka import config
 from tools.localkafka.config import (
     BROKER_JVM,
     DEFAULT_VERSION,
@@ -113,7 +114,17 @@ def test_data_is_wiped_only_when_kafka_cannot_read_it(
 # --- where files live ---------------------------------------------------------------
 
 
-def test_home_is_kafka_under_eddy_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.fixture
+def no_running_broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The machine-wide record of the running broker's folder, private to the test."""
+    record = tmp_path / "running.home"
+    monkeypatch.setattr(config, "RUNNING_HOME", record)
+    return record
+
+
+def test_home_is_kafka_under_eddy_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_running_broker: Path
+) -> None:
     monkeypatch.delenv(HOME_ENV, raising=False)
     monkeypatch.setenv("EDDY_HOME", str(tmp_path / "home"))
     assert home_dir() == tmp_path / "home" / "kafka"
@@ -125,6 +136,24 @@ def test_home_is_kafka_under_eddy_home(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_home_can_be_overridden(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(HOME_ENV, str(tmp_path / "k"))
     assert home_dir() == tmp_path / "k"
+
+
+def test_every_checkout_drives_the_broker_another_one_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_running_broker: Path
+) -> None:
+    # Only one broker owns the port: a fresh clone must find (and stop, restart)
+    # the one this machine already runs, not take it for a stranger.
+    monkeypatch.delenv(HOME_ENV, raising=False)
+    monkeypatch.setenv("EDDY_HOME", str(tmp_path / "clone"))
+    other = tmp_path / "first-checkout" / "kafka"
+    other.mkdir(parents=True)
+    (other / "broker.pid").write_text(f"{os.getpid()}\n")  # a live pid
+    config.record_running(other)
+    assert home_dir() == other
+    (other / "broker.pid").write_text("999999999\n")  # it died
+    assert home_dir() == tmp_path / "clone" / "kafka"
+    config.record_running(None)
+    assert not no_running_broker.exists()
 
 
 def test_layout_keeps_jars_per_version_and_data_shared(tmp_path: Path) -> None:

@@ -40,9 +40,11 @@ from tools.localkafka.config import (
     java_command,
     layout,
     needs_wipe,
+    record_running,
     render_log_config,
     render_pom,
     render_server_properties,
+    running_home,
 )
 
 T = TypeVar("T")
@@ -333,6 +335,7 @@ def spawn(lay: Layout) -> int:
         )
     _CHILDREN[child.pid] = child
     lay.pid_file.write_text(f"{child.pid}\n")
+    record_running(lay.home)
     _write_meta(lay, pid=child.pid, started_at=datetime.now(UTC).isoformat(timespec="seconds"))
     return child.pid
 
@@ -373,6 +376,8 @@ def stop_unlocked(lay: Layout, on_tick: Callable[[float], None] | None = None) -
     if pid is not None:
         _terminate(pid, STOP_TIMEOUT_S, on_tick)
     lay.pid_file.unlink(missing_ok=True)
+    if running_home() == lay.home:
+        record_running(None)
     if lay.meta_file.exists():
         _write_meta(lay, pid=None)
     return pid

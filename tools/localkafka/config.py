@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -65,12 +66,39 @@ def configured_version(version: str | None = None) -> KafkaVersion:
     return KafkaVersion.parse(version or os.environ.get(VERSION_ENV) or DEFAULT_VERSION)
 
 
+# Only one broker can own port 9092 on a machine, whichever checkout started it (a
+# CI clone, a second worktree): the folder of the running one is recorded here, so
+# every checkout stops, restarts and inspects that broker rather than calling it a
+# stranger.
+RUNNING_HOME = Path(tempfile.gettempdir()) / f"eddy-local-kafka-{BROKER_PORT}.home"
+
+
 def home_dir() -> Path:
-    """``$EDDY_LOCAL_KAFKA_DIR`` if set, else ``$EDDY_HOME/kafka`` (service/paths.py),
+    """``$EDDY_LOCAL_KAFKA_DIR`` if set; else the folder of the local broker already
+    running on this machine, if any; else ``$EDDY_HOME/kafka`` (service/paths.py),
     so every command and test given one EDDY_HOME (make exports it) shares one broker."""
     if override := os.environ.get(HOME_ENV):
         return Path(override).expanduser().resolve()
-    return eddy_home() / "kafka"
+    return running_home() or eddy_home() / "kafka"
+
+
+def running_home() -> Path | None:
+    """The recorded folder of the broker on this machine, while its pid is alive."""
+    try:
+        home = Path(RUNNING_HOME.read_text().strip())
+        pid = int((home / "broker.pid").read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return home
+
+
+def record_running(home: Path | None) -> None:
+    """Say which folder's broker owns the port now (None: no broker of ours)."""
+    if home is None:
+        RUNNING_HOME.unlink(missing_ok=True)
+    else:
+        RUNNING_HOME.write_text(f"{home}\n")
 
 
 @dataclass(frozen=True)

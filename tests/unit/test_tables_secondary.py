@@ -1,0 +1,140 @@
+"""Secondary instances, as the query plane reads the ingest processes' stores: what
+a query can see of a store another process writes (whole checkpoints, and only
+those), through the same reads as the primary."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from service.eventtime import TimeWindow
+from tables.codecs import window_key_range
+from tables.keyed import state_table
+from tables.secondary import ReadOnlyStoreError, SecondaryStore
+from tables.store import PartitionStore
+from tables.windows import results_table
+
+RESULTS = results_table("results")
+LATEST = state_table("latest")
+
+
+def _result(start_ms: int) -> dict[str, object]:
+    return {"window_start_ms": start_ms, "count": start_ms // 1_000}
+
+
+def test_a_secondary_sees_a_checkpoint_once_caught_up_and_reads_as_the_primary(
+    tmp_path: Path,
+) -> None:
+    primary = PartitionStore(tmp_path / "0")
+    secondary = SecondaryStore(tmp_path / "0", tmp_path / "secondary")
+    txn = primary.begin()
+    for start in (0, 1_000, 2_000):
+        txn.put(RESULTS, ("s1", TimeWindow(start, start + 1_000)), _result(start))
+    txn.put(LATEST, "s1", 71.5)
+    records = txn.changelog_records()
+    txn.commit(records, 41)
+
+    assert secondary.get(LATEST, "s1") is None  # not caught up yet: the state it opened
+    secondary.catch_up()
+    lower, upper = window_key_range("s1", 0, 10_000)
+    for store in (primary, secondary):
+        assert store.get(LATEST, "s1") == 71.5
+        assert [w.start_ms for (_, w), _ in store.scan(RESULTS, lower, upper)] == [0, 1_000, 2_000]
+        assert [w.start_ms for (_, w), _ in store.scan(RESULTS, lower, upper, reverse=True)] == [
+            2_000,
+            1_000,
+            0,
+        ]
+        last = store.last(RESULTS)
+        assert last is not None
+        assert last[1] == _result(2_000)
+        assert store.table_names() == ["results", "state.latest"]
+        assert store.changelog_offset() == 41
+    primary.close()
+    secondary.close()
+
+
+def test_a_secondary_refuses_writes(tmp_path: Path) -> None:
+    PartitionStore(tmp_path / "0").close()
+    secondary = SecondaryStore(tmp_path / "0", tmp_path / "secondary")
+    with pytest.raises(ReadOnlyStoreError):
+        secondary.write([(b"k", b"v")], 1)
+    secondary.close()
+
+
+def test_a_secondary_follows_a_primary_that_closed_and_reopened(tmp_path: Path) -> None:
+    """A partition reopened by its ingest process (after a failed checkpoint) is the
+    same directory with a new MANIFEST."""
+    primary = PartitionStore(tmp_path / "0")
+    secondary = SecondaryStore(tmp_path / "0", tmp_path / "secondary")
+    primary.write([(LATEST.full_key("s1"), b"1")], 1)
+    primary.close()
+    primary = PartitionStore(tmp_path / "0")
+    primary.write([(LATEST.full_key("s2"), b"2")], 2)
+    secondary.catch_up()
+    assert (secondary.get(LATEST, "s1"), secondary.get(LATEST, "s2")) == (1, 2)
+    primary.close()
+    secondary.close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from tables.store import PartitionStore
+    from tables.keyed import state_table
+    store = PartitionStore(Path(sys.argv[1]))
+    table = state_table("latest")
+    keys = [table.full_key(f"sensor_{i}") for i in range(200)]
+    deadline = time.monotonic() + float(sys.argv[2])
+    generation = 0
+    while time.monotonic() < deadline:
+        generation += 1
+        value = str(generation).encode()
+        # One checkpoint: every key and the changelog offset in one WriteBatch.
+        store.write([(key, value) for key in keys], generation)
+    store.close()
+    print(generation)
+    """
+)
+
+
+def test_a_secondary_never_sees_part_of_a_checkpoint(tmp_path: Path) -> None:
+    """Another process writes checkpoints of 200 keys as fast as it can while this one
+    catches up and reads: every read sees all 200 keys from one checkpoint, the one
+    whose changelog offset the store reports."""
+    PartitionStore(tmp_path / "0").close()
+    root = Path(__file__).resolve().parents[2]
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path / "0"), "2.0"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    secondary = SecondaryStore(tmp_path / "0", tmp_path / "secondary")
+    seen: set[int] = set()
+    reads = 0
+    try:
+        while writer.poll() is None:
+            secondary.catch_up()
+            values = {value for _, value in secondary.scan(LATEST)}
+            offset = secondary.changelog_offset()
+            if offset < 0:
+                continue  # nothing written yet
+            reads += 1
+            assert values == {offset}, f"read {reads} mixes checkpoints: {sorted(values)[:5]}"
+            seen.add(offset)
+            time.sleep(0.001)
+    finally:
+        writer.wait(30)
+        secondary.close()
+    written = int(writer.stdout.read()) if writer.stdout else 0
+    assert writer.returncode == 0
+    # The reads went on while checkpoints came in, not only after the writer finished.
+    assert len(seen) > 20
+    assert max(seen) <= written

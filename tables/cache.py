@@ -28,7 +28,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 DELETED: Any = object()  # a deletion not committed yet
-_MISSING: Any = object()
+MISSING: Any = object()  # not in the cache
 
 
 class CachedTable(Generic[K, V]):
@@ -41,10 +41,14 @@ class CachedTable(Generic[K, V]):
         # Insertion-ordered, so a checkpoint's changelog records come out in the
         # order the changes were made (deterministic, unlike a set of tuples).
         self._dirty: dict[K, None] = {}
+        #: ``peek(key, MISSING)``: what the cache holds for ``key`` (a value, DELETED
+        #: or MISSING), as a plain dict lookup: the hot path of a caller that reads
+        #: on every record, which asks :meth:`get` when it is not a value.
+        self.peek = self._values.get
 
     def get(self, key: K) -> V | None:
-        value = self._values.get(key, _MISSING)
-        if value is _MISSING:
+        value = self._values.get(key, MISSING)
+        if value is MISSING:
             stored = self._store.get(self.table, key)
             if stored is not None:
                 self._values[key] = stored

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from service.eventtime import Timer, TimeWindow, WindowEntry
+from tables.cache import DELETED, MISSING
 from tables.codecs import (
     decode_empty,
     decode_json,
@@ -111,11 +112,16 @@ class StoredWindowState:
         self._key_state = key_state_table(f"{prefix}keystate")
         # Bound once: these run per element.
         self._get = windows.get
+        self._peek = windows.peek
         self._put = windows.put
         self._delete = windows.delete
 
     def get_window(self, key: str, window: TimeWindow) -> WindowEntry | None:
-        return self._get((key, window))
+        window_key = (key, window)
+        entry = self._peek(window_key, MISSING)  # most reads end here
+        if entry is MISSING or entry is DELETED:
+            return self._get(window_key)
+        return entry  # type: ignore[no-any-return]
 
     def put_window(self, key: str, window: TimeWindow, entry: WindowEntry) -> None:
         self._put((key, window), entry)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from pydantic import BaseModel
@@ -460,11 +461,23 @@ def _source(
     return Source(
         b.physical(topic),
         topic.codec,
-        record_key=topic.key_of if check_key else None,
-        timestamp_ms=topic.timestamp_of,
+        record_key=_decoded_field(topic, topic.key) if check_key else None,
+        timestamp_ms=_decoded_field(topic, topic.timestamp),
         steps=_compose(steps),
         key=key,
     )
+
+
+def _decoded_field(topic: Topic[Any], spec: Any) -> Callable[[Any], Any] | None:
+    """How a source reads ``spec`` (the topic's key or timestamp) from the values
+    the topic's own codec decoded. Those are instances of its model, so a field is
+    read with ``attrgetter``: no Python frame, and this runs once per record."""
+    if spec is None:
+        return None
+    model = topic.value
+    if isinstance(spec, str) and topic.serde is None and _is_model(model):
+        return attrgetter(spec)
+    return accessor(spec)
 
 
 def _same_key(topic: Topic[Any], key_by: KeyBy, before: list[Stateless]) -> bool:

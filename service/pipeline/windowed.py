@@ -156,6 +156,8 @@ class WindowedLogic:
             processing_timers=StoredTimers(store, txn, PROCESSING_TIMERS),
             inputs=tuple(definition.sources),
         )
+        # KeyedWindows.on_element without its frame: ``(accepted, results)`` per element.
+        self._process_element = self._windows.operator.process_element
         self._saved: dict[str, Any] | None = None
         self._now_ms = 0  # processing time, as of the runtime's last tick
         # Results expiring at or before this time are gone from committed state.
@@ -184,17 +186,17 @@ class WindowedLogic:
         if read is None:
             return
         timestamp_ms = read.timestamp_ms
-        windows = self._windows
+        process = self._process_element
         late = False
         for key, value in read.elements:
             element = tag(side, value) if self._joined else value
-            results, late_one = windows.on_element(key, timestamp_ms, element)
-            late = late or late_one
+            accepted, results = process(key, timestamp_ms, element)
+            late = late or not accepted
             if results:
                 self._emit(results, out)
         if late:
             self._late(record, timestamp_ms, out)
-        fired = windows.observe(record.topic, timestamp_ms, read.value, self._now_ms)
+        fired = self._windows.observe(record.topic, timestamp_ms, read.value, self._now_ms)
         if fired:
             self._emit(fired, out)
 

@@ -91,32 +91,42 @@ class Task:
         await self._ensure_transaction()
         processed = 0
         last_offset: int | None = None
+        # Looked up once: this loop runs per record.
+        poisoned = self.restarts.poisoned if self.restarts is not None else {}
+        process, output, monotonic = self.logic.process, self.output, time.monotonic
         for record in records:
-            if record.offset < expected:
+            offset = record.offset
+            if offset < expected:
                 continue  # already reflected in state (a re-fetch after a seek)
-            if processed and deadline_s is not None and time.monotonic() >= deadline_s:
+            if processed and deadline_s is not None and monotonic() >= deadline_s:
                 break
-            record_id = (record.topic, record.partition, record.offset)
-            poison = self.restarts.poisoned.get(record_id) if self.restarts else None
-            if poison is not None and self.restarts is not None:
-                self.output.dead_letter(record, poison)
-                self.restarts.dead_lettered(record_id)
-            else:
+            if not (poisoned and self._skip_poisoned(record)):
                 try:
                     if self._async is None:
-                        self.logic.process(record, self.output)
+                        process(record, output)
                     else:
-                        await self._async.process_async(record, self.output)
+                        await self._async.process_async(record, output)
                 except Exception as exc:
                     # The engine aborts this task and replays from the last commit.
-                    raise RecordFailedError(record_id, exc) from exc
+                    raise RecordFailedError((record.topic, record.partition, offset), exc) from exc
             processed += 1
-            last_offset = record.offset
+            last_offset = offset
         if last_offset is not None:
             self.next_offsets[tp] = last_offset + 1
         self.records_in += processed
         await self._send(self.output.take())
         return processed
+
+    def _skip_poisoned(self, record: InputRecord) -> bool:
+        """Dead-letter ``record`` if the restart policy gave up on it; True if so."""
+        assert self.restarts is not None
+        record_id = (record.topic, record.partition, record.offset)
+        poison = self.restarts.poisoned.get(record_id)
+        if poison is None:
+            return False
+        self.output.dead_letter(record, poison)
+        self.restarts.dead_lettered(record_id)
+        return True
 
     async def process_broadcast(self, records: Sequence[InputRecord]) -> None:
         """Control records for every task; the logic skips those it already applied."""

@@ -126,3 +126,16 @@ clean: ## stop the broker and PostgreSQL, remove $EDDY_HOME (keeps .venv)
 	@case "$(abspath $(EDDY_HOME))" in /|$(abspath $(HOME))|$(CURDIR)) \
 		echo "make clean: not removing EDDY_HOME=$(EDDY_HOME)"; exit 1;; esac
 	rm -rf "$(EDDY_HOME)"
+
+.PHONY: object-store-start object-store-stop spark-jars spark-package
+object-store-start: venv ## local S3-compatible server (moto) with a bucket eddy; prints the AWS_* to export
+	$(BIN)/python -m tools s3 start
+
+object-store-stop: venv ## stop the local S3 server (its objects are in memory)
+	$(BIN)/python -m tools s3 stop
+
+spark-jars: venv ## hadoop-aws for pyspark's Hadoop (s3a://) into $EDDY_HOME/spark; prints the jars
+	$(BIN)/python -m tools spark fetch
+
+spark-package: venv ## the jobs' code for spark-submit --py-files: $EDDY_HOME/spark/eddy-jobs.zip
+	$(BIN)/python -m tools spark package

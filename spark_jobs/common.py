@@ -18,6 +18,7 @@ from service.cli_parser import OneLineParser, print_error
 from service.errors import EddyError
 from service.paths import eddy_home, root_in_home
 from service.snapshot.layout import SnapshotRoot
+from spark_jobs.objectstore import s3a_conf
 from tables.export import SCHEMA_VERSION
 
 HOUR_MS = 3_600_000
@@ -63,6 +64,8 @@ def session(name: str, master: str | None = None) -> SparkSession:
     builder = SparkSession.builder.appName(f"eddy-{name}")
     if master:  # otherwise spark-submit's --master, or local[*] when run by python
         builder = builder.master(master)
+    for key, value in s3a_conf(os.environ).items():  # the workers' store, for s3a://
+        builder = builder.config(key, value)
     return (
         builder.config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")

@@ -1,9 +1,9 @@
 """Developer tools: ``python -m tools <command>``.
 
-The local broker and PostgreSQL, the simulator and the room service, ``make run``'s
-launcher and the exactly-once chaos harness. None of it runs in production and
-nothing under ``service/``, ``agents/``, ``tables/`` or ``api/`` imports it; the
-wheel and the image leave this folder out.
+The local broker, PostgreSQL, S3 server and Spark cluster, the simulator and the
+room service, ``make run``'s launcher and the exactly-once chaos harness. None of
+it runs in production and nothing under ``service/``, ``agents/``, ``tables/`` or
+``api/`` imports it; the wheel and the image leave this folder out.
 """
 
 from __future__ import annotations
@@ -31,6 +31,18 @@ def _kafka(args: argparse.Namespace) -> int:
 
 def _postgres(args: argparse.Namespace) -> int:
     from tools.postgres.cli import run
+
+    return run(args)
+
+
+def _s3(args: argparse.Namespace) -> int:
+    from tools.s3.cli import run
+
+    return run(args)
+
+
+def _spark(args: argparse.Namespace) -> int:
+    from tools.spark.cli import run
 
     return run(args)
 
@@ -109,6 +121,48 @@ def build_parser() -> argparse.ArgumentParser:
         "migrate", help="apply the PostgreSQL sink's schema migrations (EDDY_POSTGRES_DSN)"
     )
     postgres.set_defaults(handler=_postgres)
+
+    s3 = commands.add_parser(
+        "s3", help="start, stop a local S3-compatible server (moto) for snapshots"
+    )
+    s3_actions = s3.add_subparsers(dest="action", required=True, metavar="action")
+    s3_start = s3_actions.add_parser(
+        "start", help="start the local S3 server with a bucket; prints the AWS_* to export"
+    )
+    s3_start.add_argument(
+        "--port", type=bounded(int, 0, 65_535), default=0, help="port (default: a free one)"
+    )
+    s3_start.add_argument("--bucket", default="eddy", help="bucket to create (%(default)s)")
+    s3_actions.add_parser(
+        "stop", help="stop the local S3 server (its objects are in memory: they go too)"
+    )
+    _json(
+        s3_actions.add_parser(
+            "status", help="is the local S3 server running: pid, endpoint (exit 1 if not)"
+        )
+    )
+    s3.set_defaults(handler=_s3)
+
+    spark = commands.add_parser(
+        "spark", help="fetch hadoop-aws, package the jobs, run a local standalone cluster"
+    )
+    spark_actions = spark.add_subparsers(dest="action", required=True, metavar="action")
+    spark_actions.add_parser(
+        "fetch",
+        help="download hadoop-aws for pyspark's Hadoop (once) into $EDDY_HOME/spark; "
+        "prints the jars for --jars",
+    )
+    spark_actions.add_parser(
+        "package", help="zip spark_jobs, service and tables for spark-submit --py-files"
+    )
+    spark_actions.add_parser("start", help="start a standalone master and one worker on free ports")
+    spark_actions.add_parser("stop", help="stop the standalone master and worker")
+    _json(
+        spark_actions.add_parser(
+            "status", help="is the standalone cluster running: master URL, pids (exit 1 if not)"
+        )
+    )
+    spark.set_defaults(handler=_spark)
 
     simulate = commands.add_parser(
         "simulate",

@@ -10,7 +10,8 @@ Layout under the root::
 
 A partition's files are written first, then its part manifest; whoever writes
 the last missing part manifest (any worker) merges them into ``_manifest.json``
-by an atomic rename (on object stores, a single PUT, which is atomic there).
+by an atomic rename (on object stores, which cannot rename, one object upload:
+the object appears whole when the upload completes, or never).
 Readers only see snapshots with a manifest, and read only the files it lists:
 files of a crashed or repeated export are never read.
 """
@@ -111,7 +112,10 @@ class SnapshotRoot:
         parent = path.rsplit("/", 1)[0]
         self.fs.create_dir(parent, recursive=True)
         if not self.local:
-            with self.fs.open_output_stream(path) as out:  # one PUT: atomic on S3
+            # One object upload (pyarrow sends a multipart upload): S3 shows the
+            # object only once the upload completes, whole. A writer killed before
+            # that leaves no object, only an unfinished upload nobody lists.
+            with self.fs.open_output_stream(path) as out:
                 out.write(data)
             return
         temporary = f"{path}.tmp-{uuid.uuid4().hex}"

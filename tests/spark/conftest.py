@@ -65,3 +65,16 @@ def snapshots(tmp_path_factory: pytest.TempPathFactory) -> SnapshotRoot:
         root, directory / "b", inputs.lines(changed=True), snapshot_id_at(inputs.BASE + 60_000)
     )
     return root
+
+
+@pytest.fixture(scope="session")
+def local_reports(
+    spark: SparkSession, snapshots: SnapshotRoot, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """Every job run once in local mode on ``snapshots`` (``python -m spark_jobs``,
+    in this process's session): the reports' folder, ``<out>/<snapshot id>/<job>/``."""
+    from spark_jobs.__main__ import main
+
+    out = tmp_path_factory.mktemp("local-reports")
+    assert main(["--root", snapshots.uri, "--app", APP, "--out", str(out)]) == 0
+    return out

@@ -147,16 +147,10 @@ def test_snapshot_diff(spark: SparkSession, snapshots: SnapshotRoot) -> None:
     assert same.changes.count() == 0
 
 
-def test_every_job_runs_end_to_end_and_writes_its_report(
-    spark: SparkSession, snapshots: SnapshotRoot, tmp_path: Path
-) -> None:
-    from spark_jobs.__main__ import main
-
-    args = ["--root", snapshots.uri, "--app", APP, "--out", str(tmp_path)]
-    assert main(args) == 0
+def test_every_job_runs_end_to_end_and_writes_its_report(local_reports: Path) -> None:
     newest_id = snapshot_id_at(inputs.BASE + 60_000)
     for job in ("sensor_report", "vehicle_speed_report", "hashtag_trends", "snapshot_diff"):
-        directory = tmp_path / newest_id / job
+        directory = local_reports / newest_id / job
         report = (directory / "report.md").read_text()
         assert newest_id in report
         pngs = list(directory.glob("*.png"))

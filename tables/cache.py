@@ -41,6 +41,7 @@ class CachedTable(Generic[K, V]):
         # Insertion-ordered, so a checkpoint's changelog records come out in the
         # order the changes were made (deterministic, unlike a set of tuples).
         self._dirty: dict[K, None] = {}
+        self._full_keys: dict[K, bytes] = {}  # encoded once per entry
         #: ``peek(key, MISSING)``: what the cache holds for ``key`` (a value, DELETED
         #: or MISSING), as a plain dict lookup: the hot path of a caller that reads
         #: on every record, which asks :meth:`get` when it is not a value.
@@ -72,18 +73,36 @@ class CachedTable(Generic[K, V]):
         values = self._values
         return [(key, values[key]) for key in self._dirty]
 
+    def changelog_records(self) -> list[tuple[bytes, bytes | None]]:
+        """The changed entries as changelog records (full key, value or tombstone).
+
+        An open window is written at every checkpoint it changed in, so its encoded
+        key is kept with it rather than encoded each time.
+        """
+        values, full_keys, table = self._values, self._full_keys, self.table
+        records: list[tuple[bytes, bytes | None]] = []
+        for key in self._dirty:
+            full_key = full_keys.get(key)
+            if full_key is None:
+                full_key = full_keys[key] = table.full_key(key)
+            value = values[key]
+            records.append((full_key, None if value is DELETED else table.encode_value(value)))
+        return records
+
     def committed(self) -> None:
         """The checkpoint is written: changed entries are clean, deleted ones forgotten."""
         values = self._values
         for key in self._dirty:
             if values[key] is DELETED:
                 del values[key]
+                self._full_keys.pop(key, None)
         self._dirty.clear()
 
     def drop(self) -> None:
         """Forget everything: the transaction aborted, and live values may hold its changes."""
         self._values.clear()
         self._dirty.clear()
+        self._full_keys.clear()
 
     def __len__(self) -> int:
         """Entries held in memory (committed, changed or deleted)."""

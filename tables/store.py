@@ -284,12 +284,12 @@ class PartitionTransaction:
     def changelog_records(self) -> list[tuple[bytes, bytes | None]]:
         """The changes as changelog records: encoded full key, value or tombstone."""
         records: list[tuple[bytes, bytes | None]] = []
-        changed = [(t, list(c.items())) for t, c in self._changes.items()]
-        changed += [(c.table, c.changes()) for c in self._caches.values()]
-        for table, changes in changed:
+        for table, changes in self._changes.items():
             full_key, encode = table.full_key, table.encode_value
-            for key, value in changes:
+            for key, value in changes.items():
                 records.append((full_key(key), None if value is _DELETED else encode(value)))
+        for cache in self._caches.values():
+            records += cache.changelog_records()
         return records
 
     def commit(

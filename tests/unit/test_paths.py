@@ -22,6 +22,7 @@ from service.settings import load_settings, settings_table
 from service.snapshot.layout import SnapshotRoot
 from service.snapshot.offline import snapshot_stores
 from tests.unit.test_snapshot_export import store_with_rows
+from tools.localkafka import config as kafka_config
 from tools.localkafka.config import HOME_ENV, home_dir
 from tools.postgres import server
 
@@ -106,6 +107,8 @@ def test_files_the_user_names_are_read_from_the_current_directory(
 
 
 def test_the_tools_use_the_same_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A broker another checkout started would win (see the next test): pretend none runs.
+    monkeypatch.setattr(kafka_config, "RUNNING_HOME", tmp_path / "no-broker.home")
     monkeypatch.chdir(tmp_path)
     assert eddy_home() == load_settings().home == tmp_path / ".eddy"
     assert home_dir() == tmp_path / ".eddy" / "kafka"

@@ -1,4 +1,6 @@
-"""What the API needs from a worker; the worker implements it, tests may fake it."""
+"""What the API needs from a worker: a worker serving its own API implements it
+(``service/worker.py``), so does the query plane of ``eddy worker``
+(``service/plane/backend.py``); tests may fake it."""
 
 from __future__ import annotations
 

@@ -36,6 +36,8 @@ class Contender:
     guarantee: str = "at_least_once"  # or exactly_once
     commit_interval_ms: int = 100
     mode: str = ""  # ceilings: consume | json
+    # Eddy's ingest processes, Kafka Streams' stream threads; 0: one per core.
+    parallelism: int = 1
 
     @property
     def windowed(self) -> bool:
@@ -55,7 +57,20 @@ CONTENDERS = [
     Contender("quix-eos-100ms", "quix", "exactly_once", 100),
     Contender("kstreams-alos-100ms", "kstreams", "at_least_once", 100),
     Contender("kstreams-eos-100ms", "kstreams", "exactly_once", 100),
+    # The whole machine: Eddy's `eddy worker` default, Kafka Streams with a stream
+    # thread per core.
+    Contender("eddy-eos-100ms-all-cores", "eddy", "exactly_once", 100, parallelism=0),
+    Contender("kstreams-eos-100ms-all-cores", "kstreams", "exactly_once", 100, parallelism=0),
 ]
+
+
+def cores() -> int:
+    """The cores this process may run on: what "all cores" means in a run."""
+    return len(os.sched_getaffinity(0))
+
+
+def parallelism_of(c: Contender) -> int:
+    return c.parallelism or cores()
 BY_NAME = {c.name: c for c in CONTENDERS}
 
 
@@ -117,6 +132,12 @@ def before_agents(eddy_src: Path | None) -> bool:
     return eddy_src is not None and not (eddy_src / "agents" / "app.py").exists()
 
 
+def has_query_plane(eddy_src: Path | None) -> bool:
+    """Whether ``eddy_src`` (None: this checkout) runs ``eddy worker`` as ingest
+    processes behind a query process (and so knows ``EDDY_WORKER_PROCESSES``)."""
+    return eddy_src is None or (eddy_src / "service" / "plane").is_dir()
+
+
 def eddy_env(
     c: Contender,
     inp: Input,
@@ -125,9 +146,13 @@ def eddy_env(
     api_port: int,
     bootstrap: str,
     legacy: bool = False,
+    query_plane: bool = True,
 ) -> dict[str, str]:
     """A worker running ``sensor_averages`` on ``inp`` (``legacy``: a tree from before
-    the agent API, see :func:`before_agents`; same topics, older variables)."""
+    the agent API, see :func:`before_agents`; same topics, older variables).
+    ``query_plane``: the tree has one (:func:`has_query_plane`); it runs the
+    contender's ingest processes (one, as workers always ran, unless it is an
+    all-cores contender), so single-process drains compare across trees."""
     prefix = eddy_prefix(inp)
     topics = (
         {
@@ -152,6 +177,7 @@ def eddy_env(
         EDDY_NUM_STANDBY_REPLICAS="0",  # one worker: nobody to keep a standby
         EDDY_API_PORT=str(api_port),
         EDDY_LOG_LEVEL="INFO",
+        **({"EDDY_WORKER_PROCESSES": str(parallelism_of(c))} if query_plane else {}),
     )
 
 
@@ -180,9 +206,18 @@ def launch(
         argv += ["--commit-interval-ms", str(c.commit_interval_ms)]
         return Launched(c, Proc(c.name, argv, log, _clean_env(), ROOT), app_id, None)
     if c.family == "eddy":
-        env = eddy_env(c, inp, app_id, state, api_port, bootstrap, before_agents(eddy_src))
+        env = eddy_env(
+            c, inp, app_id, state, api_port, bootstrap, before_agents(eddy_src),
+            has_query_plane(eddy_src),
+        )  # fmt: skip
         argv = [py, "-m", "service", "worker"]
         if profile_to is not None:
+            if has_query_plane(eddy_src):
+                # The ingest process alone, its own API on api_port: `eddy worker`
+                # would put the query process under the profiler instead.
+                argv = [py, "-m", "service.plane.ingest", "--index", "0"]
+                argv += ["--status-dir", str(state / "profile-status")]
+                argv += ["--parent-pid", str(os.getpid())]
             # A statistical profiler (1 ms samples) rather than cProfile: it leaves the
             # per-call costs of a hot loop of small functions undistorted.
             argv[1:1] = ["-m", "pyinstrument", "-r", "text", "-o", str(profile_to)]
@@ -222,6 +257,7 @@ def launch(
             inp.topic,
         ]
         argv += [output, app_id, str(state), c.guarantee, str(c.commit_interval_ms)]
+        argv += [str(parallelism_of(c))]
         return Launched(c, Proc(c.name, argv, log, _clean_env(), ROOT), app_id, output)
     raise BenchError(f"unknown contender family {c.family}")
 

@@ -40,7 +40,7 @@ def _topics(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from service.worker import run_cli
+    from service.plane.front import run_cli
 
     return run_cli(args)
 
@@ -140,7 +140,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     topics.set_defaults(handler=_topics)
 
-    worker = commands.add_parser("worker", help="run one worker: agents + REST API")
+    worker = commands.add_parser(
+        "worker",
+        help="run a worker: ingest processes for the agents, one query process for the REST API",
+    )
+    worker.add_argument(
+        "--processes",
+        type=bounded(int, 1, 256),
+        default=None,
+        metavar="N",
+        help="ingest processes to start (default: EDDY_WORKER_PROCESSES, else one per core)",
+    )
     worker.add_argument(
         "--from-savepoint",
         default=None,

@@ -65,20 +65,7 @@ class JobsView:
             name: {p: rt.owner_of(p) for p in range(rt.partition_count)}
             for name, rt in self._runtimes().items()
         }
-        me = local["workers"][0]["endpoint"]
-        peers = sorted({e for by in owners.values() for e in by.values() if e and e != me})
-        answers = await asyncio.gather(*(self._ask(peer) for peer in peers))
-        merged = merge(local, dict(zip(peers, answers, strict=True)), owners)
-        errors: list[str] = merged["errors"]
-        for key, uri in (
-            ("last_savepoint", self.settings.savepoint_root),
-            ("last_snapshot", self.settings.snapshot_root),
-        ):
-            try:
-                merged[key] = await asyncio.to_thread(newest_cut, uri, self.settings.app_id)
-            except (OSError, ValueError, KeyError, EddyError) as exc:
-                errors.append(f"{key.removeprefix('last_')} root {uri} unreadable: {exc}")
-        return merged
+        return await whole_view(self.settings, local, owners, self._transport)
 
     async def local(self) -> Answer:
         """This worker's partitions (open or being opened), nothing else."""
@@ -108,30 +95,58 @@ class JobsView:
             "errors": [],
         }
 
-    async def _ask(self, peer: str) -> Answer | str:
-        """A peer's local part, or why there is none."""
-        token = self.settings.api_token  # workers of one app share it
-        headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
+
+async def whole_view(
+    settings: Settings,
+    local: Answer,
+    owners: Mapping[str, Mapping[int, str | None]],
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Answer:
+    """Every worker's partitions: ``local`` (this worker's, or this host's ingest
+    processes') and each peer's, as the group's assignment (``owners``: per stage,
+    each partition's owner endpoint) names them, plus the newest cuts."""
+    me = local["workers"][0]["endpoint"]
+    peers = sorted({e for by in owners.values() for e in by.values() if e and e != me})
+    answers = await asyncio.gather(*(ask_peer(settings, peer, transport) for peer in peers))
+    merged = merge(local, dict(zip(peers, answers, strict=True)), owners)
+    errors: list[str] = merged["errors"]
+    for key, uri in (
+        ("last_savepoint", settings.savepoint_root),
+        ("last_snapshot", settings.snapshot_root),
+    ):
         try:
-            async with httpx.AsyncClient(
-                timeout=PEER_TIMEOUT_S, headers=headers, transport=self._transport
-            ) as client:
-                response = await client.get(f"{peer}/jobs", params={"scope": "local"})
-        except httpx.HTTPError as exc:
-            log.info("jobs: the worker at %s does not answer: %r", peer, exc)
-            return f"does not answer: {exc!r}"
-        if response.status_code != 200:
-            return f"answered {response.status_code}: {response.text[:200]}"
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = None
-        if not _is_local_part(answer):
-            return "answered something that is not a jobs view (another version?)"
-        return dict(answer)
+            merged[key] = await asyncio.to_thread(newest_cut, uri, settings.app_id)
+        except (OSError, ValueError, KeyError, EddyError) as exc:
+            errors.append(f"{key.removeprefix('last_')} root {uri} unreadable: {exc}")
+    return merged
 
 
-def _is_local_part(answer: Any) -> bool:
+async def ask_peer(
+    settings: Settings, peer: str, transport: httpx.AsyncBaseTransport | None = None
+) -> Answer | str:
+    """A peer's local part (``GET /jobs?scope=local``), or why there is none."""
+    token = settings.api_token  # workers of one app share it
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
+    try:
+        async with httpx.AsyncClient(
+            timeout=PEER_TIMEOUT_S, headers=headers, transport=transport
+        ) as client:
+            response = await client.get(f"{peer}/jobs", params={"scope": "local"})
+    except httpx.HTTPError as exc:
+        log.info("jobs: the worker at %s does not answer: %r", peer, exc)
+        return f"does not answer: {exc!r}"
+    if response.status_code != 200:
+        return f"answered {response.status_code}: {response.text[:200]}"
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if not is_local_part(answer):
+        return "answered something that is not a jobs view (another version?)"
+    return dict(answer)
+
+
+def is_local_part(answer: Any) -> bool:
     """Whether a peer's answer has what :func:`merge` reads."""
     return (
         isinstance(answer, dict)
@@ -229,8 +244,8 @@ def merge(
             workers.append(
                 {"worker_id": None, "endpoint": endpoint, "reachable": False, "error": part}
             )
-        else:
-            workers.append({**part["workers"][0], "endpoint": endpoint})
+        else:  # several when the peer runs several ingest processes (one endpoint)
+            workers += [{**worker, "endpoint": endpoint} for worker in part["workers"]]
     complete = all(r["state"] in ("running", "restoring") for s in stages for r in s["partitions"])
     return {
         **local,

@@ -145,6 +145,15 @@ class Settings(BaseSettings):
         min_length=1,
         description="This worker's name in logs, client ids and API responses.",
     )
+    worker_processes: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Ingest processes `eddy worker` starts (--processes overrides): they "
+        "share the partitions through the consumer groups like separate workers, behind "
+        "one query process that serves the REST API on one port; 0 = one per CPU core "
+        "this process may use. On Kubernetes, match it to the pod's CPU limit.",
+    )
     num_standby_replicas: int = Field(
         1,
         ge=0,

@@ -1,4 +1,10 @@
-"""A worker process: every stage's runtime plus the REST API, in one event loop."""
+"""A worker: every stage's runtime plus the REST API, in one event loop.
+
+``eddy worker`` runs workers as the ingest processes behind a query plane
+(``service/plane``): there a worker's API is private, for the query plane's
+control calls, and queries are answered from another process. A worker started
+on its own (tests, embedded use) serves queries itself, from its tasks' stores.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,11 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import signal
 import socket
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import uvicorn
@@ -19,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.app import create_app
 from service.app import queries
 from service.app.app import App, BuiltApp
-from service.app.loader import load_app, load_app_and_settings
+from service.app.loader import load_app
 from service.app.plan import View
 from service.app.queries import StateValue, UnknownKeyError, WindowPage
 from service.errors import ConfigError, EddyError
@@ -30,7 +37,8 @@ from service.operations import Operation, Operations
 from service.pipeline.base import Pipeline
 from service.pipeline.copartition import co_partition
 from service.runtime.engine import PipelineRuntime
-from service.savepoint.stop import AppStopper, Phase
+from service.runtime.served import RuntimeStage
+from service.savepoint.stop import AppStopper, LocalStop, Phase
 from service.settings import Settings
 from service.snapshot.catalog import Kind
 from service.snapshot.take import Snapshotter
@@ -40,7 +48,9 @@ from tables.store import StateFormatError
 log = logging.getLogger(__name__)
 
 
-class _Server(uvicorn.Server):
+class ApiServer(uvicorn.Server):
+    """uvicorn, leaving SIGINT and SIGTERM to the worker."""
+
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         # The worker owns SIGINT/SIGTERM: it must commit and leave the group first.
@@ -55,12 +65,22 @@ class Worker:
         settings: Settings,
         app: App | BuiltApp | Sequence[Pipeline] | None = None,
         clock: Clock | None = None,
+        *,
+        on_stage_change: Callable[[PipelineRuntime, bool], None] | None = None,
+        observe_requests: bool = True,
     ) -> None:
         """Args:
         app: what to run: an app (built here with ``settings``), an app built
             already, or bare stages (low-level tests). None: ``settings.app``.
+        on_stage_change: told of every change of a stage's served partitions
+            (urgent: before a store is touched) and every checkpoint
+            (:meth:`PipelineRuntime.observe`).
+        observe_requests: time REST requests in the metrics; an ingest process
+            does not (its API is the query plane's, which times the requests).
         """
         self.built = _built(settings, app)
+        self._on_stage_change = on_stage_change
+        self._observe_requests = observe_requests
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
@@ -69,14 +89,15 @@ class Worker:
         self.runtimes: dict[str, PipelineRuntime] = {}
         self._started = False
         self.api_port: int | None = None
-        self._server: _Server | None = None
+        self._server: ApiServer | None = None
         self._app: FastAPI | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.snapshots = Snapshotter(settings, lambda: self.runtimes, self.clock)
         self.savepoints = Snapshotter(settings, lambda: self.runtimes, self.clock, kind="savepoint")
+        self._local_stop = LocalStop(settings, lambda: self.runtimes, self.request_stop)
         self._stopper = AppStopper(
-            settings, lambda: self.runtimes, self.savepoints, self.request_stop
+            settings, self.savepoints.peers, self.savepoints.take_everywhere, self._local_stop
         )
         self._periodic: asyncio.Task[None] | None = None
         self._jobs = JobsView(
@@ -87,17 +108,17 @@ class Worker:
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        sock = _bind(self.settings.api_host, self.settings.api_port)
+        sock = bind(self.settings.api_host, self.settings.api_port)
         self.api_port = sock.getsockname()[1]
         token = self.settings.api_token
         self._app = create_app(
             self,
             token.get_secret_value() if token else None,
-            self._observe_request,
+            self._observe_request if self._observe_requests else None,
             app=None if self.built is None else self.built.app,
         )
         config = uvicorn.Config(self._app, log_level="warning", access_log=False, lifespan="off")
-        self._server = _Server(config)
+        self._server = ApiServer(config)
         self._tasks.append(asyncio.create_task(self._server.serve([sock]), name="api"))
         if self.built is not None:
             # Declared partitions and configs win over the runtime's defaults.
@@ -108,6 +129,9 @@ class Worker:
         }
         for runtime in self.runtimes.values():
             runtime.endpoint = self.endpoint
+            if self._on_stage_change is not None:
+                # Before it joins its group: an assignment may come at once.
+                runtime.observe(functools.partial(self._on_stage_change, runtime))
             await runtime.start()
             self._tasks.append(asyncio.create_task(runtime.run(), name=runtime.name))
         self._started = True
@@ -167,14 +191,12 @@ class Worker:
     @property
     def endpoint(self) -> str:
         """This worker's API as other workers reach it."""
-        if self.settings.api_advertised_url:
-            return self.settings.api_advertised_url
-        host = self.settings.api_host
-        if host in ("0.0.0.0", "::", ""):
-            host = socket.gethostname()  # bound to every interface: the name resolves
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.api_port}"
+        return endpoint_of(self.settings, self.api_port or 0)
+
+    @property
+    def started(self) -> bool:
+        """Every stage's runtime is running (not necessarily restored)."""
+        return self._started
 
     # -- Backend (the API's view) ------------------------------------------------------
 
@@ -214,13 +236,7 @@ class Worker:
         Raises:
             UnknownKeyError: the agent or view does not exist (or not on this worker).
         """
-        for view in self.views():
-            found = view.descriptor.name if view.descriptor is not None else view.kind
-            if view.agent == agent and found == name:
-                return view
-        if self.built is None or agent not in self.built.agents:
-            raise UnknownKeyError(f"agent {agent!r} does not run on this worker")
-        raise UnknownKeyError(f"agent {agent!r} serves no {name!r}")
+        return find_view(self.built, agent, name)
 
     def windows(
         self,
@@ -233,32 +249,27 @@ class Worker:
         newest_first: bool = False,
     ) -> WindowPage:
         view = self.view(agent, "windows")
-        runtime = self._runtime(view.stage)
-        return queries.windows(runtime, key, from_ms, to_ms, limit, newest_first=newest_first)
+        stage = self._served(view.stage)
+        return queries.windows(stage, key, from_ms, to_ms, limit, newest_first=newest_first)
 
     def state(self, agent: str, state: str, key: str) -> StateValue:
         view = self.view(agent, state)
-        return queries.state(self._runtime(view.stage), view, key)
+        return queries.state(self._served(view.stage), view, key)
 
     def owner(self, agent: str, key: str) -> queries.Owner:
-        return queries.owner_of(self._runtime(self._stage_of(agent)), key)
+        return queries.owner_of(self._served(stage_of(self.built, agent)), key)
 
     def keys(
         self, agent: str, name: str, prefix: str, after: str | None, limit: int
     ) -> tuple[list[str], list[int]]:
         view = self.view(agent, name)
-        return queries.local_keys(self._runtime(view.stage), view, prefix, after, limit)
+        return queries.local_keys(self._served(view.stage), view, prefix, after, limit)
 
     def window_slice(
         self, agent: str, window_start_ms: int | None
     ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
         view = self.view(agent, "windows")
-        return queries.window_slice(self._runtime(view.stage), window_start_ms)
-
-    def _stage_of(self, agent: str) -> str:
-        if self.built is None or agent not in self.built.agents:
-            raise UnknownKeyError(f"agent {agent!r} does not run on this worker")
-        return self.built.agents[agent].stages[-1].name
+        return queries.window_slice(self._served(view.stage), window_start_ms)
 
     def agents(self) -> dict[str, list[str]]:
         """Each agent on this worker and the stages it runs as."""
@@ -267,37 +278,20 @@ class Worker:
         return {a: [s.name for s in c.stages] for a, c in self.built.agents.items()}
 
     def stages(self) -> dict[str, list[str]]:
-        return {name: queries.table_names(rt) for name, rt in self.runtimes.items()}
+        return {name: queries.table_names(RuntimeStage(rt)) for name, rt in self.runtimes.items()}
 
     def agent_of(self, stage: str) -> str:
-        """The agent ``stage`` is part of: a re-keying stage added for a join
-        (``<stage>.rekey.<topic>``, service/pipeline/copartition.py) belongs to the
-        agent of the stage it feeds; a bare stage (no app) is its own agent."""
-        if self.built is None:
-            return stage
-        try:
-            return self.built.agent_of(stage)
-        except KeyError:
-            fed = stage.split(".rekey.", 1)[0]
-            return self.built.agent_of(fed) if fed != stage else stage
+        return agent_of(self.built, stage)
 
     def table_entries(
         self, stage: str, table: str, key: str, from_ms: int, to_ms: int, limit: int
     ) -> queries.TablePage:
-        return queries.table_entries(self._runtime(stage), table, key, from_ms, to_ms, limit)
+        return queries.table_entries(self._served(stage), table, key, from_ms, to_ms, limit)
 
     def remote_owners(self, agent: str) -> dict[str, list[int]]:
         """Other workers' endpoints and the partitions of ``agent`` they own; a
         partition without a known owner is listed under ''."""
-        runtime = self._runtime(self._stage_of(agent))
-        owners: dict[str, list[int]] = {}
-        for partition in range(runtime.partition_count):
-            if partition in runtime.tasks:
-                continue
-            owner = runtime.owner_of(partition) or ""
-            if owner != self.endpoint:
-                owners.setdefault(owner, []).append(partition)
-        return owners
+        return queries.remote_owners(self._served(stage_of(self.built, agent)))
 
     def watermarks(self) -> dict[str, dict[int, int]]:
         return {name: rt.watermarks() for name, rt in self.runtimes.items()}
@@ -305,11 +299,11 @@ class Worker:
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def _runtime(self, stage: str) -> PipelineRuntime:
+    def _served(self, stage: str) -> RuntimeStage:
         runtime = self.runtimes.get(stage)
         if runtime is None:
             raise UnknownKeyError(f"{stage!r} does not run on this worker")
-        return runtime
+        return RuntimeStage(runtime)
 
     # -- long operations (REST answers 202 and the client polls) --------------------
 
@@ -327,9 +321,9 @@ class Worker:
         taker = self.savepoints if kind == "savepoint" else self.snapshots
         return await taker.part(snapshot_id)
 
-    def stop_phase(self, phase: Phase) -> dict[str, Any]:
-        """One phase of a stop a peer coordinates."""
-        return self._stopper.phase(phase)
+    async def stop_phase(self, phase: Phase) -> dict[str, Any]:
+        """One phase of a stop a peer (or this host's query plane) coordinates."""
+        return await self._local_stop(phase)
 
     async def jobs(self, scope: Scope) -> dict[str, Any]:
         """The operations view: this worker's partitions, or (``all``) every worker's."""
@@ -360,6 +354,45 @@ class Worker:
         return {"worker_id": self.worker_id, "now_ms": now_ms, "stages": stages}
 
 
+def find_view(built: BuiltApp | None, agent: str, name: str) -> View:
+    """``agent``'s ``windows`` view or its queryable state ``name``.
+
+    Raises:
+        UnknownKeyError: the agent or view does not exist (or not on this worker).
+    """
+    for view in [] if built is None else built.views:
+        found = view.descriptor.name if view.descriptor is not None else view.kind
+        if view.agent == agent and found == name:
+            return view
+    if built is None or agent not in built.agents:
+        raise UnknownKeyError(f"agent {agent!r} does not run on this worker")
+    raise UnknownKeyError(f"agent {agent!r} serves no {name!r}")
+
+
+def stage_of(built: BuiltApp | None, agent: str) -> str:
+    """The stage whose state ``agent`` serves (its last).
+
+    Raises:
+        UnknownKeyError: no such agent on this worker.
+    """
+    if built is None or agent not in built.agents:
+        raise UnknownKeyError(f"agent {agent!r} does not run on this worker")
+    return built.agents[agent].stages[-1].name
+
+
+def agent_of(built: BuiltApp | None, stage: str) -> str:
+    """The agent ``stage`` is part of: a re-keying stage added for a join
+    (``<stage>.rekey.<topic>``, service/pipeline/copartition.py) belongs to the
+    agent of the stage it feeds; a bare stage (no app) is its own agent."""
+    if built is None:
+        return stage
+    try:
+        return built.agent_of(stage)
+    except KeyError:
+        fed = stage.split(".rekey.", 1)[0]
+        return built.agent_of(fed) if fed != stage else stage
+
+
 def _value(metrics: Metrics, sample_name: str, **labels: str) -> float:
     """Sum of a metric's samples matching ``labels`` (over any other labels)."""
     total = 0.0
@@ -372,7 +405,12 @@ def _value(metrics: Metrics, sample_name: str, **labels: str) -> float:
     return total
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
+    """The REST API's listening socket.
+
+    Raises:
+        ConfigError: the port is taken, or the address is not this host's.
+    """
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Accepted connections inherit it: without it a kept-alive query waits ~40 ms
@@ -404,8 +442,25 @@ def _built(settings: Settings, app: App | BuiltApp | Sequence[Pipeline] | None) 
     return None
 
 
+def endpoint_of(settings: Settings, port: int) -> str:
+    """The API listening on ``port`` as other workers reach it."""
+    if settings.api_advertised_url:
+        return settings.api_advertised_url
+    host = settings.api_host
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()  # bound to every interface: the name resolves
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 async def serve(settings: Settings, built: BuiltApp) -> int:
-    worker = Worker(settings, built)
+    return await run_worker(Worker(settings, built))
+
+
+async def run_worker(worker: Worker) -> int:
+    """Start ``worker``, run it until SIGINT or SIGTERM (or a failure), stop it;
+    the process's exit code."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, worker.request_stop)
@@ -428,13 +483,16 @@ async def serve(settings: Settings, built: BuiltApp) -> int:
     return exit_code
 
 
-def run_cli(args: argparse.Namespace) -> int:
-    app, settings = load_app_and_settings(args.app)
-    built = app.build(settings)
+def quiet_logs(settings: Settings) -> None:
     logging.getLogger().setLevel(settings.log_level)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     # aiohttp/httpx log every request at INFO: one line per lookup of an enrichment.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def prepare(settings: Settings, built: BuiltApp, args: argparse.Namespace) -> None:
+    """Before any worker process starts: restore a savepoint once, or refuse an app
+    that a stop with a savepoint left stopped."""
     if getattr(args, "from_savepoint", None):
         from service.savepoint.cli import describe_report, restore_from
 
@@ -450,4 +508,3 @@ def run_cli(args: argparse.Namespace) -> int:
         from service.savepoint.catalog import check_not_stopped
 
         check_not_stopped(settings)
-    return asyncio.run(serve(settings, built))

@@ -44,7 +44,7 @@ class OperationsBackend(Protocol):
 
     async def take_part(self, kind: Kind, snapshot_id: str) -> dict[str, Any]: ...
 
-    def stop_phase(self, phase: Any) -> dict[str, Any]: ...
+    async def stop_phase(self, phase: Any) -> dict[str, Any]: ...
 
 
 class PartitionPart(BaseModel):
@@ -260,4 +260,4 @@ async def operation(
 
 @internal.post("/stop/{phase}")
 async def stop_phase(request: Request, phase: Literal["hold", "release", "exit"]) -> Any:
-    return _backend(request).stop_phase(phase)
+    return await _backend(request).stop_phase(phase)

@@ -10,20 +10,16 @@ one agent.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 
 from service.app.plan import View
 from service.app.reads import has_results, has_windows, state_value, window_rows
-from service.eventtime import MIN_WATERMARK, TimeWindow
+from service.eventtime import TimeWindow
 from service.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
-
-if TYPE_CHECKING:
-    from service.runtime.engine import PipelineRuntime
-    from service.runtime.task import Task
 from tables import catalog
 from tables.codecs import decode_str, encode_str, encode_time, window_prefix
 from tables.keyed import state_table
@@ -98,48 +94,106 @@ def partition_for(key: str, partitions: int) -> int:
     return (hashed & 0x7FFFFFFF) % partitions
 
 
-def owner_of(runtime: PipelineRuntime, key: str) -> Owner:
+def _confirmed() -> None:
+    """What was read from an ingest process's own store needs no confirming."""
+
+
+@dataclass(frozen=True)
+class ServedPartition:
+    """A partition this worker answers for: its committed state and how fresh it is."""
+
+    partition: int
+    store: PartitionStore
+    freshness: Freshness
+    # Called after reading: raises PartitionUnavailableError if the partition was
+    # reopened meanwhile, so what was read may not be its committed state (the
+    # query plane reads stores another process writes: service/plane/stages.py).
+    confirm: Callable[[], None] = field(default=_confirmed, compare=False)
+
+
+class ServedStage(Protocol):
+    """One stage's partitions as queries see them, wherever their state lives: in
+    the worker's own tasks (:class:`RuntimeStage`) or in the ingest processes the
+    query plane reads (``service/plane/stages.py``)."""
+
+    @property
+    def partition_count(self) -> int:
+        """Partitions of the stage's inputs; 0 while not known yet (starting)."""
+        ...
+
+    @property
+    def endpoint(self) -> str | None:
+        """This worker's API as the group knows it."""
+        ...
+
+    def restoring(self, partition: int) -> bool:
+        """Whether ``partition`` is being restored here, or nothing is assigned yet."""
+        ...
+
+    def serve(self, partition: int) -> ServedPartition | None:
+        """``partition``'s committed state if this worker serves it now."""
+        ...
+
+    def served(self) -> list[int]:
+        """The partitions served here now (restored), in order."""
+        ...
+
+    def owner_of(self, partition: int) -> str | None:
+        """The API of the worker owning ``partition``, as of the last rebalance."""
+        ...
+
+
+def owner_of(stage: ServedStage, key: str) -> Owner:
     """Which worker owns ``key`` (Kafka Streams' ``queryMetadataForKey``)."""
-    if runtime.partition_count == 0:
+    if stage.partition_count == 0:
         raise PartitionUnavailableError("the worker is starting", -1, 1)
-    partition = partition_for(key, runtime.partition_count)
-    here = partition in runtime.tasks
-    url = runtime.endpoint if here else runtime.owner_of(partition)
+    partition = partition_for(key, stage.partition_count)
+    here = partition in stage.served()
+    url = stage.endpoint if here else stage.owner_of(partition)
     return Owner(partition, url, here)
 
 
-def locate(runtime: PipelineRuntime, key: str) -> tuple[int, Task, PartitionStore]:
-    """The partition of ``key`` and its task and store, if this worker serves it now."""
-    if runtime.partition_count == 0:
+def remote_owners(stage: ServedStage) -> dict[str, list[int]]:
+    """Other workers' endpoints and the partitions of ``stage`` they own; a
+    partition without a known owner is listed under ''."""
+    served = set(stage.served())
+    owners: dict[str, list[int]] = {}
+    for partition in range(stage.partition_count):
+        if partition in served:
+            continue
+        owner = stage.owner_of(partition) or ""
+        if owner != stage.endpoint:
+            owners.setdefault(owner, []).append(partition)
+    return owners
+
+
+def locate(stage: ServedStage, key: str) -> ServedPartition:
+    """The partition of ``key`` and its committed state, if this worker serves it now.
+
+    Raises:
+        PartitionUnavailableError: it is restoring here, or has no owner yet.
+        OwnedElsewhereError: another worker owns it (the API forwards the request).
+    """
+    if stage.partition_count == 0:
         raise PartitionUnavailableError("the worker is starting", -1, 1)
-    partition = partition_for(key, runtime.partition_count)
-    task = runtime.tasks.get(partition)
-    store = runtime.stores.get(partition)
-    if partition in runtime.restoring or (task is None and not runtime.assigned_once):
+    partition = partition_for(key, stage.partition_count)
+    if stage.restoring(partition):
         raise PartitionUnavailableError(
             f"partition {partition} is being restored", partition, retry_after_s=2
         )
-    if task is None or store is None:
-        owner = runtime.owner_of(partition)
-        if owner is not None and owner != runtime.endpoint:
+    served = stage.serve(partition)
+    if served is None:
+        owner = stage.owner_of(partition)
+        if owner is not None and owner != stage.endpoint:
             raise OwnedElsewhereError(partition, owner)
         raise PartitionUnavailableError(
             f"partition {partition} has no owner yet (rebalancing)", partition, retry_after_s=1
         )
-    return partition, task, store
-
-
-def freshness(partition: int, task: Task) -> Freshness:
-    watermark = task.logic.watermark_ms
-    return Freshness(
-        partition,
-        None if watermark == MIN_WATERMARK else watermark,
-        {tp.topic: o for tp, o in task.committed_offsets.items()},
-    )
+    return served
 
 
 def windows(
-    runtime: PipelineRuntime,
+    stage: ServedStage,
     key: str,
     from_ms: int,
     to_ms: int,
@@ -154,10 +208,14 @@ def windows(
         UnknownKeyError: the agent has never seen ``key`` (in its retention).
         NoDataYetError: ``key`` has open windows but no result yet.
     """
-    partition, task, store = locate(runtime, key)
+    served = locate(stage, key)
+    store = served.store
     rows = window_rows(store, key, from_ms, to_ms, limit + 1, newest_first=newest_first)
-    if not rows and not has_results(store, key):
-        if has_windows(store, key):
+    found = bool(rows) or has_results(store, key)
+    open_only = not found and has_windows(store, key)
+    served.confirm()
+    if not found:
+        if open_only:
             raise NoDataYetError(f"key {key!r} has no closed window yet")
         raise UnknownKeyError(f"no data for key {key!r}")
     more = len(rows) > limit
@@ -166,33 +224,38 @@ def windows(
         key=key,
         windows=[value for _, value in rows],
         next_from_ms=rows[-1][0].start_ms + 1 if more and not newest_first else None,
-        freshness=freshness(partition, task),
+        freshness=served.freshness,
     )
 
 
-def state(runtime: PipelineRuntime, view: View, key: str) -> StateValue:
+def state(stage: ServedStage, view: View, key: str) -> StateValue:
     """``key``'s committed value of a queryable state, typed as declared."""
     assert view.descriptor is not None
-    partition, task, store = locate(runtime, key)
-    value = state_value(store, view.descriptor, key)
+    served = locate(stage, key)
+    value = state_value(served.store, view.descriptor, key)
+    served.confirm()
     if value is None:
         raise UnknownKeyError(f"no {view.descriptor.name!r} state for key {key!r}")
-    return StateValue(key, value, freshness(partition, task))
+    return StateValue(key, value, served.freshness)
 
 
 def local_keys(
-    runtime: PipelineRuntime, view: View, prefix: str, after: str | None, limit: int
+    stage: ServedStage, view: View, prefix: str, after: str | None, limit: int
 ) -> tuple[list[str], list[int]]:
     """Up to ``limit`` keys of a view starting with ``prefix`` and ordered after
     ``after``, over the partitions this worker serves; and those partitions."""
     found: list[str] = []
-    partitions = sorted(p for p in runtime.tasks if p not in runtime.restoring)
-    for partition in partitions:
-        store = runtime.stores.get(partition)
-        if store is not None:
-            found += _keys(store, view, prefix, after, limit)
+    partitions = []
+    for served in _each_served(stage):
+        found += _keys(served.store, view, prefix, after, limit)
+        served.confirm()
+        partitions.append(served.partition)
     found.sort(key=key_order(view))
     return found[:limit], partitions
+
+
+def _each_served(stage: ServedStage) -> list[ServedPartition]:
+    return [s for p in stage.served() if (s := stage.serve(p)) is not None]
 
 
 def key_order(view: View) -> Callable[[str], Any]:
@@ -239,12 +302,13 @@ def _prefix_end(prefix: bytes) -> bytes | None:
 
 
 def window_slice(
-    runtime: PipelineRuntime, window_start_ms: int | None
+    stage: ServedStage, window_start_ms: int | None
 ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
     """Every key's result of one window, over the partitions served here: the
     window starting at ``window_start_ms``, or the newest with a result."""
-    partitions = sorted(p for p in runtime.tasks if p not in runtime.restoring)
-    stores = [s for p in partitions if (s := runtime.stores.get(p)) is not None]
+    served = _each_served(stage)
+    partitions = [s.partition for s in served]
+    stores = [s.store for s in served]
     window = _newest_window(stores) if window_start_ms is None else None
     if window_start_ms is not None:
         lower = encode_time(window_start_ms)
@@ -255,11 +319,15 @@ def window_slice(
                 window = first[0][0]
                 break
     if window is None:
+        for each in served:
+            each.confirm()
         return None, [], partitions
     prefix = window_prefix(window)
     rows = [
         v for store in stores for _, v in store.scan(RESULTS_BY_WINDOW, prefix, prefix + b"\xff")
     ]
+    for each in served:
+        each.confirm()
     return window, rows, partitions
 
 
@@ -272,13 +340,11 @@ def decode_key(raw: bytes) -> str:
     return decode_str(raw)[0]
 
 
-def table_names(runtime: PipelineRuntime) -> list[str]:
+def table_names(stage: ServedStage) -> list[str]:
     """Tables with entries in any partition this worker serves."""
     names: set[str] = set()
-    for partition in runtime.tasks:
-        store = runtime.stores.get(partition)
-        if store is not None:
-            names.update(store.table_names())
+    for served in _each_served(stage):
+        names.update(served.store.table_names())
     return sorted(names)
 
 
@@ -292,7 +358,7 @@ class TablePage:
 
 
 def table_entries(
-    runtime: PipelineRuntime, table: str, key: str, from_ms: int, to_ms: int, limit: int
+    stage: ServedStage, table: str, key: str, from_ms: int, to_ms: int, limit: int
 ) -> TablePage:
     """``key``'s entries in any table (windows starting in ``[from_ms, to_ms)``).
 
@@ -300,9 +366,12 @@ def table_entries(
         ValueError: the table is keyed by time, not by a record key.
     """
     view = catalog.view_of(table)
-    partition, task, store = locate(runtime, key)
+    served = locate(stage, key)
+    store = served.store
     entries = catalog.lookup(store, table, key, from_ms, to_ms, limit)
-    if not entries and (view.layout == "by_key" or not catalog.has_key(store, table, key)):
+    known = bool(entries) or (view.layout != "by_key" and catalog.has_key(store, table, key))
+    served.confirm()
+    if not known:
         raise UnknownKeyError(f"no entry for {key!r} in table {table!r}")
     more = len(entries) > limit
     entries = entries[:limit]
@@ -312,5 +381,5 @@ def table_entries(
         layout=view.layout,
         entries=entries,
         next_from_ms=last.start_ms + 1 if more and last is not None else None,
-        freshness=freshness(partition, task),
+        freshness=served.freshness,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from aiokafka.errors import KafkaError, ProducerFenced
 
@@ -52,6 +53,8 @@ class Checkpointer:
         self.last_commit = time.monotonic()
         # Wall-clock ms of each partition's last checkpoint here (GET /jobs).
         self.last_commit_ms: dict[int, int] = {}
+        # Called after a checkpoint wrote its stores (the query plane's status).
+        self.on_commit: Callable[[], None] = lambda: None
 
     @property
     def deadline_s(self) -> float:
@@ -79,6 +82,7 @@ class Checkpointer:
         else:
             await self._commit_at_least_once(tasks, reopen_failed)
         self.metrics.commit_seconds.labels(self.name).observe(time.perf_counter() - started)
+        self.on_commit()
         self._update_watermark_metrics()
         if time.monotonic() - self._gauges_at >= GAUGES_EVERY_S:
             self._gauges_at = time.monotonic()

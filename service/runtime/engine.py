@@ -133,6 +133,17 @@ class PipelineRuntime:
         last rebalance (None while unknown)."""
         return self._assignor.owners.get(partition)
 
+    def owners(self) -> dict[int, str]:
+        """Every partition's owner endpoint, as of the last rebalance."""
+        return dict(self._assignor.owners)
+
+    def observe(self, changed: Callable[[bool], None]) -> None:
+        """Call ``changed(True)`` when a partition starts or stops being served here
+        (before its store is touched), ``changed(False)`` after each checkpoint:
+        what the query plane reads (service/plane/status.py)."""
+        self.partitions.on_change = lambda: changed(True)
+        self.checkpoints.on_commit = lambda: changed(False)
+
     def _local_state(self) -> tuple[frozenset[int], dict[int, int]]:
         """What this worker tells the group leader when it joins (see the assignor).
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import cast
 
 from aiokafka import TopicPartition
@@ -28,6 +29,10 @@ from service.runtime.task import Task
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def _unobserved() -> None:
+    """Nobody watches the partitions (no query plane reads this process's stores)."""
 
 
 class Partitions:
@@ -54,6 +59,10 @@ class Partitions:
         self.restoring: set[int] = set()
         self._retries: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
+        # Called whenever a partition starts or stops being served here, before its
+        # store is touched: the query plane must stop reading a partition before a
+        # restore rewrites it (service/plane/status.py).
+        self.on_change: Callable[[], None] = _unobserved
 
     @property
     def retrying(self) -> bool:
@@ -63,6 +72,7 @@ class Partitions:
         self.restoring = set(partitions)
         self._retry_at.clear()
         self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
+        self.on_change()
 
     async def open(self, partition: int) -> None:
         """Fence, restore the changelog tail, read committed offsets, seek."""
@@ -102,6 +112,7 @@ class Partitions:
             await self.clients.broadcast.rewind(logic.broadcast_offsets)
         self.restoring.discard(partition)
         self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
+        self.on_change()
         log.info(
             "%s[%d]: ready (restored %d changelog records, offsets %s)",
             self.name,
@@ -117,6 +128,7 @@ class Partitions:
         position: it stays paused (and the worker not ready) until it opens.
         """
         self.restoring.add(partition)
+        self.on_change()
         try:
             await self.open(partition)
         except (TimeoutError, KafkaError, OSError) as exc:
@@ -159,6 +171,7 @@ class Partitions:
             return
         self.restoring.add(partition)
         self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
+        self.on_change()
         self._later(partition, self.settings.session_timeout_ms / 1000)
 
     async def restart_after(self, task: Task, failure: RecordFailedError) -> None:
@@ -181,6 +194,7 @@ class Partitions:
         task.discard()
         await self.close([task.partition])
         self.restoring.add(task.partition)
+        self.on_change()
         self._later(task.partition, delay_s)
 
     async def retry_due(self) -> None:
@@ -194,13 +208,15 @@ class Partitions:
                 await self.open_or_retry(partition)
             else:  # revoked meanwhile; the next assignment opens what is ours
                 self.restoring.discard(partition)
+                self.on_change()
 
     async def close(self, partitions: list[int]) -> None:
+        closed = {p: task for p in partitions if (task := self.tasks.pop(p, None)) is not None}
+        if closed:
+            self.on_change()  # not served any more, before anything else happens to them
         for partition in partitions:
             self.markers.drop(partition)
-            task = self.tasks.pop(partition, None)
-            if task is None:
-                continue
+        for partition, task in closed.items():
             task.discard()
             if task.producer is not self.clients.shared_producer:
                 try:

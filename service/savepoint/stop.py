@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -26,7 +26,7 @@ from service.errors import EddyError
 from service.runtime.engine import PipelineRuntime
 from service.savepoint import catalog
 from service.settings import Settings
-from service.snapshot.take import Snapshotter, post_to_peer
+from service.snapshot.take import post_to_peer
 
 log = logging.getLogger(__name__)
 Phase = Literal["hold", "release", "exit"]
@@ -41,22 +41,25 @@ class SavepointIncompleteError(EddyError):
 
 
 class AppStopper:
+    """Coordinates a stop over every worker of the app (see the module docstring)."""
+
     def __init__(
         self,
         settings: Settings,
-        runtimes: Callable[[], Mapping[str, PipelineRuntime]],
-        savepoints: Snapshotter,
-        request_stop: Callable[[], None],
+        peers: Callable[[], Iterable[str]],
+        take_savepoint: Callable[[], Awaitable[dict[str, Any]]],
+        local: Callable[[Phase], Awaitable[dict[str, Any]]],
     ) -> None:
+        """Args:
+        peers: the other workers' API endpoints.
+        take_savepoint: a savepoint of the whole app (this worker coordinating).
+        local: runs a phase here: in a worker (:class:`LocalStop`), or in every
+            ingest process of this host (the query plane).
+        """
         self._settings = settings
-        self._runtimes = runtimes
-        self._savepoints = savepoints
-        self._request_stop = request_stop
-
-    def phase(self, phase: Phase) -> dict[str, Any]:
-        """Run one phase here (the coordinating worker asked)."""
-        self._local(phase)
-        return {"worker_id": self._settings.worker_id, "phase": phase}
+        self._peers = peers
+        self._take_savepoint = take_savepoint
+        self._local = local
 
     async def stop(self, *, savepoint: bool) -> dict[str, Any]:
         """Coordinate every phase on every worker (see the module docstring).
@@ -65,11 +68,11 @@ class AppStopper:
             SavepointIncompleteError: the final savepoint missed partitions; the
                 app was released and keeps running.
         """
-        peers = sorted(self._savepoints.peers())
+        peers = sorted(self._peers())
         await self._everywhere("hold", peers)
         taken = None
         if savepoint:
-            taken = await self._savepoints.take_everywhere()
+            taken = await self._take_savepoint()
             if not taken["complete"]:
                 await self._everywhere("release", peers)
                 raise SavepointIncompleteError(
@@ -85,8 +88,7 @@ class AppStopper:
 
     async def _everywhere(self, phase: Phase, peers: list[str]) -> list[dict[str, Any]]:
         answers = await asyncio.gather(*(self._ask(peer, phase) for peer in peers))
-        self._local(phase)
-        return [{"worker_id": self._settings.worker_id, "phase": phase}, *answers]
+        return [await self._local(phase), *answers]
 
     async def _ask(self, peer: str, phase: Phase) -> dict[str, Any]:
         url = f"{peer}/internal/stop/{phase}"
@@ -98,10 +100,25 @@ class AppStopper:
             log.warning("stop: worker at %s did not answer %s: %r", peer, phase, exc)
             return {"worker": peer, "phase": phase, "error": repr(exc)}
 
-    def _local(self, phase: Phase) -> None:
+
+class LocalStop:
+    """One worker's part of each phase."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        runtimes: Callable[[], Mapping[str, PipelineRuntime]],
+        request_stop: Callable[[], None],
+    ) -> None:
+        self._settings = settings
+        self._runtimes = runtimes
+        self._request_stop = request_stop
+
+    async def __call__(self, phase: Phase) -> dict[str, Any]:
         if phase in ("hold", "release"):
             for runtime in self._runtimes().values():
                 runtime.hold(phase == "hold")
         elif phase == "exit":
             log.info("stop requested over the API: committing and leaving the group")
             asyncio.get_running_loop().call_later(EXIT_DELAY_S, self._request_stop)
+        return {"worker_id": self._settings.worker_id, "phase": phase}

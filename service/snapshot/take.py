@@ -16,7 +16,7 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -53,7 +53,6 @@ class Snapshotter:
         )
         # Savepoints are the operator's to delete (docs/savepoints.md), never pruned.
         self._retain = None if savepoint else settings.snapshot_retain
-        self._route = f"/internal/{kind}s"
         self._runtimes = runtimes
         self._clock = clock
         self._lock = asyncio.Lock()
@@ -134,24 +133,9 @@ class Snapshotter:
 
     async def take_everywhere(self, snapshot_id: str | None = None) -> dict[str, Any]:
         """This worker's part and every peer's, under one id."""
-        snapshot_id = check_id(snapshot_id or snapshot_id_at(self._clock.now_ms()))
-        peers = sorted(self.peers())
-        results = await asyncio.gather(
-            self._answer(self.take(snapshot_id)),
-            *(self._ask(peer, snapshot_id) for peer in peers),
+        return await take_everywhere(
+            self.settings, self.kind, self._clock, self.part, self.peers(), snapshot_id
         )
-        # Another worker may have finished last and published; look again.
-        manifest, missing = await asyncio.to_thread(
-            complete, self.root, self.settings.app_id, snapshot_id, self._retain, self.kind
-        )
-        return {
-            "id": snapshot_id,
-            "complete": manifest is not None,
-            "missing": missing,
-            "location": self.root.url_of(self.root.snapshot_dir(self.settings.app_id, snapshot_id)),
-            "rows": None if manifest is None else manifest["rows"],
-            "workers": results,
-        }
 
     async def _answer(self, taking: Any) -> dict[str, Any]:
         published: Published = await taking
@@ -174,17 +158,6 @@ class Snapshotter:
         }
         return endpoints - {me.endpoint if me is not None else None}
 
-    async def _ask(self, peer: str, snapshot_id: str) -> dict[str, Any]:
-        timeout_s = self.settings.snapshot_timeout_ms / 1000
-        url = f"{peer}{self._route}/{snapshot_id}"
-        try:
-            return await post_to_peer(self.settings, url, {}, timeout_s)
-        except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
-            log.warning(
-                "%s %s: worker at %s did not take its part: %r", self.kind, snapshot_id, peer, exc
-            )
-            return {"worker": peer, "error": repr(exc), "partitions": []}
-
     async def run_periodic(self) -> None:
         """Snapshot at every multiple of the interval (wall clock), until cancelled.
 
@@ -206,6 +179,55 @@ class Snapshotter:
                     published.snapshot_id,
                     len(published.missing),
                 )
+
+
+async def take_everywhere(
+    settings: Settings,
+    kind: Literal["snapshot", "savepoint"],
+    clock: Clock,
+    local_part: Callable[[str], Awaitable[dict[str, Any]]],
+    peers: Iterable[str],
+    snapshot_id: str | None = None,
+) -> dict[str, Any]:
+    """Take a snapshot (or savepoint) everywhere under one id: this worker's part
+    (``local_part``: a worker's own, or the query plane's ingest processes') and
+    every peer's, over their REST APIs; then whether that completed it."""
+    snapshot_id = check_id(snapshot_id or snapshot_id_at(clock.now_ms()))
+    savepoint = kind == "savepoint"
+    root = SnapshotRoot.open(settings.savepoint_root if savepoint else settings.snapshot_root)
+    results = await asyncio.gather(
+        local_part(snapshot_id),
+        *(_ask(settings, kind, peer, snapshot_id) for peer in sorted(peers)),
+    )
+    # Another worker may have finished last and published; look again.
+    manifest, missing = await asyncio.to_thread(
+        complete,
+        root,
+        settings.app_id,
+        snapshot_id,
+        None if savepoint else settings.snapshot_retain,
+        kind,
+    )
+    return {
+        "id": snapshot_id,
+        "complete": manifest is not None,
+        "missing": missing,
+        "location": root.url_of(root.snapshot_dir(settings.app_id, snapshot_id)),
+        "rows": None if manifest is None else manifest["rows"],
+        "workers": results,
+    }
+
+
+async def _ask(
+    settings: Settings, kind: Literal["snapshot", "savepoint"], peer: str, snapshot_id: str
+) -> dict[str, Any]:
+    timeout_s = settings.snapshot_timeout_ms / 1000
+    url = f"{peer}/internal/{kind}s/{snapshot_id}"
+    try:
+        return await post_to_peer(settings, url, {}, timeout_s)
+    except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
+        log.warning("%s %s: worker at %s did not take its part: %r", kind, snapshot_id, peer, exc)
+        return {"worker": peer, "error": repr(exc), "partitions": []}
 
 
 async def _ends(runtime: PipelineRuntime, cut: PartitionCut) -> dict[str, int]:

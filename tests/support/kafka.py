@@ -34,6 +34,9 @@ def unique_settings(tmp_path: Any, **overrides: Any) -> Settings:
         "api_port": 0,
         "worker_id": f"worker-{tag}",
         "commit_interval_ms": 100,
+        # `eddy worker` processes: one ingest process (and the query process) unless
+        # a test asks for more; in-process workers ignore it.
+        "worker_processes": 1,
     }
     values.update(overrides)
     return build(Settings, values)

@@ -45,24 +45,30 @@ def upload(server: LocalS3, local: Path, prefix: str) -> str:
     return server.uri(prefix)
 
 
-# A part manifest's upload starting: a multipart upload's initiation, or a plain PUT.
+# A part manifest's upload starting (a multipart upload's initiation, or a plain
+# PUT), with the snapshot id it belongs to.
 PART_MANIFEST = re.compile(
-    rb"(?:POST /\S*/_parts/[^\s?]+\?uploads|PUT /\S*/_parts/[^\s?]+) HTTP/1\.1"
+    rb"(?:POST /\S*/(\d{8}T\d{9}Z)/_parts/[^\s?]+\?uploads"
+    rb"|PUT /\S*/(\d{8}T\d{9}Z)/_parts/[^\s?]+) HTTP/1\.1"
 )
 
 
 class HoldingProxy:
     """A TCP proxy to ``upstream_port`` that forwards every byte, until armed: then
-    it lets ``after`` more part-manifest uploads through and holds the next one
-    forever (never forwarded, never answered), and sets ``held``. A worker whose
-    upload is held is stuck in the middle of publishing its snapshot's parts, where
-    the test kills it."""
+    the first snapshot that starts uploading parts after that gets ``after`` part
+    manifests through, and its next one is held forever (never forwarded, never
+    answered), and ``held`` is set. A worker whose upload is held is stuck in the
+    middle of publishing that snapshot's parts, where the test kills it. A snapshot
+    that was already uploading parts when armed finishes undisturbed."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.port = free_port()
         self.held = threading.Event()
         self._armed_after: int | None = None
+        self._seen: set[bytes] = set()  # snapshot ids whose parts went through
+        self._before: set[bytes] = set()  # ... before arming
+        self._target: bytes | None = None
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
@@ -75,10 +81,16 @@ class HoldingProxy:
     def arm(self, after: int) -> None:
         with self._lock:
             self._armed_after = after
+            self._before = set(self._seen)
 
-    def _should_hold(self) -> bool:
+    def _should_hold(self, snapshot_id: bytes) -> bool:
         with self._lock:
-            if self._armed_after is None:
+            self._seen.add(snapshot_id)
+            if self._armed_after is None or snapshot_id in self._before:
+                return False
+            if self._target is None:
+                self._target = snapshot_id
+            if snapshot_id != self._target:
                 return False
             if self._armed_after > 0:
                 self._armed_after -= 1
@@ -116,7 +128,7 @@ class HoldingProxy:
                 for match in PART_MANIFEST.finditer(window):
                     if match.end() <= len(tail):
                         continue  # found in the previous read already
-                    if self._should_hold():
+                    if self._should_hold(match.group(1) or match.group(2)):
                         self.held.set()
                         await asyncio.Event().wait()  # until the worker dies
                 forward.write(data)

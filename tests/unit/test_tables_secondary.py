@@ -86,8 +86,17 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
+    import tables.store
     from tables.store import PartitionStore
     from tables.keyed import state_table
+    # Small memtables: flushes to SST files (and new WAL files) every few checkpoints,
+    # so the reader also catches up across those, not only along one log.
+    options = tables.store._options
+    def small_memtables():
+        found = options()
+        found.set_write_buffer_size(256 * 1024)
+        return found
+    tables.store._options = small_memtables
     store = PartitionStore(Path(sys.argv[1]))
     table = state_table("latest")
     keys = [table.full_key(f"sensor_{i}") for i in range(200)]

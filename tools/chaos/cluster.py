@@ -127,6 +127,8 @@ class Cluster:
             EDDY_WORKER_ID=f"{slot}-{incarnation}",
             EDDY_STATE_DIR=str(self.state_dir(slot)),
             EDDY_API_PORT=str(port),
+            # One ingest process per worker: a fault hits one group member.
+            EDDY_WORKER_PROCESSES="1",
         )
         with log_path.open("ab") as log:
             process = subprocess.Popen(
@@ -135,6 +137,9 @@ class Cluster:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                # Its own process group: a signal reaches the query process and its
+                # ingest process together (SIGSTOP must freeze the ingest).
+                start_new_session=True,
             )
         worker = WorkerProc(slot, incarnation, extra, process, port, log_path, time.monotonic())
         self.workers[slot] = worker
@@ -156,7 +161,7 @@ class Cluster:
         elif sig is signal.SIGCONT:
             worker.stopped = False
         with contextlib.suppress(ProcessLookupError):
-            worker.process.send_signal(sig)
+            os.killpg(worker.process.pid, sig)
 
     async def wait_exit(self, worker: WorkerProc, timeout_s: float) -> int | None:
         """The exit code, or None if the worker is still running after ``timeout_s``."""
@@ -215,7 +220,8 @@ class Cluster:
         for worker in running:
             codes[worker.name] = await self.wait_exit(worker, timeout_s)
             if codes[worker.name] is None:
-                worker.process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(worker.process.pid, signal.SIGKILL)
                 worker.process.wait()
         return codes
 
@@ -223,8 +229,8 @@ class Cluster:
         for worker in self.workers.values():
             if worker.alive():
                 with contextlib.suppress(ProcessLookupError):
-                    worker.process.send_signal(signal.SIGCONT)
-                    worker.process.kill()
+                    os.killpg(worker.process.pid, signal.SIGCONT)
+                    os.killpg(worker.process.pid, signal.SIGKILL)
                 worker.process.wait()
         await self.http.aclose()
 

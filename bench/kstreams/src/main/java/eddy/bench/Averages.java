@@ -96,9 +96,10 @@ public final class Averages {
   }
 
   public static void main(String[] args) throws InterruptedException {
-    if (args.length != 7) {
+    if (args.length < 7 || args.length > 8) {
       System.err.println(
-          "usage: Averages bootstrap input output application-id state-dir guarantee commit-ms");
+          "usage: Averages bootstrap input output application-id state-dir guarantee commit-ms"
+              + " [stream-threads]");
       System.exit(2);
     }
     Properties props = new Properties();
@@ -110,6 +111,8 @@ public final class Averages {
         args[5].equals("exactly_once") ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
     props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(args[6]));
     props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    // One thread unless told: the all-cores contender gives one per core.
+    props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, args.length == 8 ? Integer.parseInt(args[7]) : 1);
 
     StreamsBuilder builder = new StreamsBuilder();
     builder.stream(args[1], Consumed.with(Serdes.String(), Serdes.ByteArray()))

@@ -181,8 +181,12 @@ async def test_a_key_is_answered_from_its_processs_committed_store(
         "watermark_ms": 9_999,
         "committed_offsets": {"sensor-readings": 10},
     }
-    # The next checkpoint is visible to the next query (the secondary catches up).
+    # The next checkpoint is answered once its process reports it (a report follows
+    # each checkpoint): the secondary catches up then, not on every query.
     commit(host.stores[3], sensor, [10_000], 42)
+    before = (await client.get(f"/sensors/{sensor}/windows")).json()
+    assert [w["window_start_ms"] for w in before["windows"]] == [0, 5_000]
+    host.publish()
     again = (await client.get(f"/sensors/{sensor}/windows")).json()
     assert [w["window_start_ms"] for w in again["windows"]] == [0, 5_000, 10_000]
 
@@ -270,8 +274,16 @@ async def test_status_and_metrics_add_up_the_processes(host: Host, client: Async
         from prometheus_client import generate_latest
 
         host.children[index].metrics_path.write_bytes(generate_latest(metrics.registry))
+    commit(host.stores[0], sensor_in(0), [0], 1)
+    host.publish()
+    assert (await client.get(f"/sensors/{sensor_in(0)}/windows")).status_code == 200
+    await client.get("/no/such/route")
     text = (await client.get("/metrics")).text
     assert f'eddy_records_in_total{{stage="{STAGE}"}} 7.0' in text
+    # Requests are timed per route template and status, whatever the key.
+    timed = 'eddy_http_request_seconds_count{method="GET",route="%s",status="%s"} 1.0'
+    assert timed % ("/sensors/{key}/windows", 200) in text, text
+    assert timed % ("unmatched", 404) in text, text
     assert f'eddy_assigned_partitions{{stage="{STAGE}"}} 5.0' in text
     assert "eddy_http_request_seconds" in text  # the query process's own
     status = (await client.get("/status")).json()["stages"][STAGE]

@@ -71,6 +71,8 @@ def cores() -> int:
 
 def parallelism_of(c: Contender) -> int:
     return c.parallelism or cores()
+
+
 BY_NAME = {c.name: c for c in CONTENDERS}
 
 

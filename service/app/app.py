@@ -31,6 +31,7 @@ from service.errors import ConfigError
 from service.eventtime.descriptors import StateDescriptor
 from service.eventtime.watermarks import WatermarkStrategy
 from service.pipeline.base import Pipeline
+from service.schemas.binder import SchemaBinder
 from service.settings import Settings, build, env_prefix, variables
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class BuiltApp:
     app: App
     settings: Settings
     agents: dict[str, Compiled]
+    # Its schema-registry serdes; a worker registers its outputs' schemas at start.
+    schemas: SchemaBinder = field(default_factory=SchemaBinder)
 
     @property
     def stages(self) -> list[Pipeline]:
@@ -318,7 +321,7 @@ class App:
         compiled: dict[str, Compiled] = {}
         for name in names:
             compiled[name] = self._compile(builder, name, instances)
-        return BuiltApp(self, settings, compiled)
+        return BuiltApp(self, settings, compiled, builder.schemas)
 
     def _selected(self, settings: Settings, agents: Iterable[str] | None) -> list[str]:
         wanted = list(agents) if agents is not None else list(settings.agents or ())

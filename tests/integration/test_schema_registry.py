@@ -73,6 +73,12 @@ TAGGED_AVRO = {
     ],
 }
 STRING_KEY = '"string"'
+ALIEN = {
+    "type": "record",
+    "name": "Reading",
+    "namespace": "eddy.test",
+    "fields": [{"name": "id", "type": "string"}, {"name": "celsius", "type": "int"}],
+}
 
 
 def tagger(source: str) -> Callable[[Any], Tagged]:
@@ -363,18 +369,23 @@ async def test_bad_payloads_are_dead_lettered_with_the_reason_and_nothing_is_los
     try:
         ctx = SerializationContext(settings.topic("checked-in"), MessageField.VALUE)
         good = [AvroSerializer(sr, json.dumps(READING_AVRO))(r, ctx) for r in readings(4)]
+        # Registered under another topic's subject (no compatibility check against
+        # this one's), then written here: a schema the agent's cannot resolve.
+        other = SerializationContext(settings.topic("elsewhere"), MessageField.VALUE)
+        alien = AvroSerializer(sr, json.dumps(ALIEN))({"id": "s1", "celsius": 3}, other)
         bad = [
             b'{"sensor_id": "s1"}',  # JSON: magic byte 0x7b
             b"\x00\x7f\xff\xff\xf0" + good[0][5:],  # a schema id the registry never issued
             b"\x00\x00",  # shorter than the header
             good[1][:7],  # the header, then half a record
+            alien,
         ]
-        interleaved = [good[0], bad[0], good[1], bad[1], bad[2], good[2], bad[3], good[3]]
+        interleaved = [good[0], bad[0], good[1], bad[1], bad[2], good[2], bad[3], bad[4], good[3]]
         send_all(
             producer(settings), settings.topic("checked-in"), [(b"s1", v) for v in interleaved]
         )
         outputs = await read_all(settings, settings.topic("checked-out"), min_records=4)
-        dead = await read_all(settings, settings.dead_letters, min_records=4)
+        dead = await read_all(settings, settings.dead_letters, min_records=5)
     finally:
         await worker.stop()
 
@@ -390,3 +401,4 @@ async def test_bad_payloads_are_dead_lettered_with_the_reason_and_nothing_is_los
     assert "unknown schema id 2147483632" in reasons[1]
     assert "truncated" in reasons[2]
     assert "truncated or corrupt" in reasons[3]
+    assert f"cannot be read as subject {settings.topic('checked-in')}-value's schema" in reasons[4]

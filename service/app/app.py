@@ -302,6 +302,7 @@ class App:
         settings: Settings,
         agents: Iterable[str] | None = None,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        schemas: SchemaBinder | None = None,
     ) -> BuiltApp:
         """Compile the agents one worker runs.
 
@@ -309,6 +310,8 @@ class App:
             agents: which (default: ``settings.agents``, else the default agents).
             overrides: per settings class name, field values that win over the
                 environment (tests, the test driver).
+            schemas: what binds schema-registry serdes (default: the registry
+                ``EDDY_SCHEMA_REGISTRY_URL`` names; the test driver's is in memory).
 
         Raises:
             ConfigError: an unknown agent, bad agent settings, or a definition
@@ -317,7 +320,7 @@ class App:
         self.check_settings_classes()
         names = self._selected(settings, agents)
         instances = self._settings_instances(names, overrides or {})
-        builder = Builder(settings)
+        builder = Builder(settings, schemas or SchemaBinder())
         compiled: dict[str, Compiled] = {}
         for name in names:
             compiled[name] = self._compile(builder, name, instances)

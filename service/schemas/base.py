@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from service.errors import ConfigError
 from service.schemas import wire
-from service.schemas.registry import RegisteredSchema, SchemaRegistry
+from service.schemas.registry import RegisteredSchema, Registry
 from service.serde import DecodeError, EncodeError, reason_of
 
 
@@ -20,7 +20,7 @@ class Binding:
     """Where a declared serde is used: its registry, subject, the agent's model
     (None: values stay dicts) and whether outputs may register schemas."""
 
-    registry: SchemaRegistry
+    registry: Registry
     subject: str
     model: type[Any] | None
     auto_register: bool = True

@@ -8,7 +8,7 @@ from typing import Any
 
 from service.errors import ConfigError
 from service.schemas.base import Binding, BoundSerde, SchemaSerde
-from service.schemas.registry import SchemaRegistry
+from service.schemas.registry import Registry, SchemaRegistry
 from service.schemas.settings import RegistrySettings, load_registry_settings
 
 
@@ -19,12 +19,20 @@ class SchemaBinder:
     never needs them.
     """
 
-    def __init__(self, settings: RegistrySettings | None = None) -> None:
+    def __init__(
+        self, settings: RegistrySettings | None = None, registry: Registry | None = None
+    ) -> None:
+        """Args:
+        registry: a registry to bind to instead of the settings' (the test
+            driver's :class:`service.schemas.memory.MemoryRegistry`).
+        """
         self._settings = settings
-        self._registry: SchemaRegistry | None = None
+        self._registry: Registry | None = registry
         self.outputs: list[BoundSerde] = []
 
     def bind(self, serde: SchemaSerde, subject: str, model: type[Any] | None) -> BoundSerde:
+        if self._registry is not None and self._settings is None:  # given, not configured
+            return serde.bind(Binding(self._registry, subject, model))
         settings = self._settings_or_fail(subject, serde)
         binding = Binding(self._client(settings), subject, model, settings.auto_register)
         return serde.bind(binding)
@@ -55,7 +63,7 @@ class SchemaBinder:
             )
         return self._settings
 
-    def _client(self, settings: RegistrySettings) -> SchemaRegistry:
+    def _client(self, settings: RegistrySettings) -> Registry:
         if self._registry is None:
             assert settings.url is not None  # checked by _settings_or_fail
             auth = None

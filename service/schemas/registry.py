@@ -12,7 +12,7 @@ before we see them, would cost every record to save that one wait per id.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -26,6 +26,16 @@ class RegisteredSchema:
     schema_id: int
     schema_type: str  # AVRO, PROTOBUF or JSON
     text: str
+
+
+class Registry(Protocol):
+    """What a bound serde asks of a registry."""
+
+    url: str
+
+    def schema(self, schema_id: int) -> RegisteredSchema | None: ...
+    def register(self, subject: str, text: str, schema_type: str) -> int: ...
+    def lookup(self, subject: str, text: str, schema_type: str) -> int | None: ...
 
 
 class RegistryUnavailable(EddyError):

@@ -303,3 +303,26 @@ def test_an_app_with_a_registry_topic_and_no_url_does_not_build(
 def test_an_unbound_serde_says_it_needs_the_app_built() -> None:
     with pytest.raises(TypeError, match="bound to a schema registry when the app builds"):
         Avro(V2).decode(b"\x00\x00\x00\x00\x01")
+
+
+# -- the test driver ------------------------------------------------------------------------
+
+
+def test_the_test_driver_runs_registry_topics_through_their_serdes() -> None:
+    from service import App, TestDriver
+
+    app = App("avro")
+    readings = Topic(
+        "readings", Reading, key="sensor_id", serde=Avro(V2), key_serde=Avro('"string"')
+    )
+    doubled = Topic("doubled", Reading, serde=Avro(V2), key_serde=Avro('"string"'))
+    app.stream(readings, name="double").map(
+        lambda r: r.model_copy(update={"temperature": r.temperature * 2})
+    ).to(doubled)
+    with TestDriver(app) as driver:
+        driver.send(readings, Reading(sensor_id="s1", temperature=1.5))
+        driver.send(readings, b'{"sensor_id": "s1"}')
+        got = driver.read(doubled)
+        reasons = [letter.reason for letter in driver.dead_letters()]
+    assert [(o.key, o.value) for o in got] == [("s1", Reading(sensor_id="s1", temperature=3.0))]
+    assert reasons == ["not in the schema registry's wire format: magic byte 0x7b, expected 0x00"]

@@ -13,6 +13,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt pyproject.toml | m
 export EDDY_HOME := $(or $(EDDY_HOME),$(CURDIR)/.eddy)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
+        registry-jar registry-start registry-stop registry-status \
         test test-unit test-integration lint format clean chaos bench bench-quick browser \
         postgres postgres-start postgres-stop kubectl
 
@@ -46,6 +47,18 @@ kafka-stop: venv ## stop the local broker
 
 kafka-status: venv
 	$(BIN)/python -m tools kafka status
+
+registry-jar: venv ## build Apicurio Registry from Maven Central (once) into $EDDY_HOME/schema-registry
+	$(BIN)/python -m tools registry fetch
+
+registry-start: registry-jar ## start the local schema registry on 127.0.0.1:8081 (Confluent's API)
+	$(BIN)/python -m tools registry start
+
+registry-stop: venv ## stop the local schema registry (its schemas are in memory)
+	$(BIN)/python -m tools registry stop
+
+registry-status: venv
+	$(BIN)/python -m tools registry status
 
 topics: kafka-start ## create Eddy's topics (idempotent)
 	$(BIN)/python -m service topics create
@@ -93,7 +106,7 @@ kubectl: ## check for kubectl, install it with apt-get if a source has it
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl; } || \
 		{ echo "make: install kubectl 1.27 or newer (https://kubernetes.io/docs/tasks/tools/)" >&2; exit 1; }
 
-test: lint kafka-jars browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
+test: lint kafka-jars registry-jar browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
 
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
@@ -108,7 +121,10 @@ bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): ben
 bench-quick: kafka-jars ## every contender on 20k readings: asserts correct windows, not speed
 	$(BIN)/python -m bench --quick
 
-.PHONY: analytics bench-snapshot bench-io
+.PHONY: analytics bench-snapshot bench-io bench-decode
+bench-decode: venv ## decode cost per event, JSON vs Avro vs JSON Schema: bench/results/decode.json
+	$(BIN)/python -m bench.decode
+
 bench-io: kafka-jars postgres ## enrichment (10 ms lookups, capacity 100) and PostgreSQL upsert rates: bench/results/{enrich,pgsink}.json
 	$(BIN)/python -m bench.enrich
 	$(BIN)/python -m bench.pgsink
@@ -122,6 +138,7 @@ bench-snapshot: venv ## snapshot export rate and Spark job time for 1M keys: ben
 clean: ## stop the broker and PostgreSQL, remove $EDDY_HOME (keeps .venv)
 	-$(BIN)/python -m tools kafka stop
 	-$(BIN)/python -m tools postgres stop
+	-$(BIN)/python -m tools registry stop
 	@# Not a folder that holds more than Eddy's files (EDDY_HOME=$$HOME, or the checkout).
 	@case "$(abspath $(EDDY_HOME))" in /|$(abspath $(HOME))|$(CURDIR)) \
 		echo "make clean: not removing EDDY_HOME=$(EDDY_HOME)"; exit 1;; esac

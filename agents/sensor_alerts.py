@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from agents.app import app
 from agents.records import SensorReading, ThresholdUpdate
 from agents.settings import SensorSettings
-from agents.topics import ALERTS, READINGS, THRESHOLDS
+from agents.topics import ALERTS, THRESHOLDS, readings
 from service import BoundedOutOfOrderness, BroadcastContext, Context, ListState, ValueState
 
 FREEZING_F = 32.0
@@ -152,7 +152,7 @@ class SensorAlerts:
 @app.define(settings=SensorSettings)
 def sensor_alerts(s: SensorSettings) -> None:
     (
-        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        app.stream(readings(s), watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
         .connect(app.broadcast(THRESHOLDS))
         .process(SensorAlerts(), states=STATES, side_outputs={"freezing": ALERTS})
         .to(ALERTS)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from agents.app import app
 from agents.settings import SensorSettings
-from agents.topics import AVERAGES, LATE_READINGS, READINGS
+from agents.topics import AVERAGES, LATE_READINGS, readings
 from service import BoundedOutOfOrderness, Stats, Tumbling
 
 
 @app.define(settings=SensorSettings)
 def sensor_averages(s: SensorSettings) -> None:
     (
-        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        app.stream(readings(s), watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
         .window(Tumbling(size_ms=s.window_size_ms), allowed_lateness_ms=s.allowed_lateness_ms)
         .late_to(LATE_READINGS)
         .aggregate(Stats("temperature"))

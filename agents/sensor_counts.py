@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from agents.app import app
 from agents.settings import SensorSettings
-from agents.topics import COUNTS, COUNTS_LATE, READINGS
+from agents.topics import COUNTS, COUNTS_LATE, readings
 from service import BoundedOutOfOrderness, Count, Tumbling, WindowResult
 
 WINDOW_MS = 10_000
@@ -40,7 +40,7 @@ def as_count(result: WindowResult) -> SensorCount:
 @app.define(settings=SensorSettings)
 def sensor_counts(s: SensorSettings) -> None:
     (
-        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        app.stream(readings(s), watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
         .window(Tumbling(size_ms=WINDOW_MS), allowed_lateness_ms=ALLOWED_LATENESS_MS)
         .late_to(COUNTS_LATE)
         .aggregate(Count())

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from agents.app import app
 from agents.settings import SensorSettings
-from agents.topics import MINMAX, READINGS
+from agents.topics import MINMAX, readings
 from service import BoundedOutOfOrderness, MinMax, MinMaxResult, Tumbling, WindowContext
 
 
@@ -32,7 +32,7 @@ class AddWindowEnd:
 @app.define(settings=SensorSettings)
 def sensor_minmax(s: SensorSettings) -> None:
     (
-        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        app.stream(readings(s), watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
         .window(Tumbling(size_ms=s.window_size_ms))
         .aggregate(MinMax("temperature"), process=AddWindowEnd())
         .to(MINMAX)

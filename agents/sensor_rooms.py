@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from agents.app import app
 from agents.records import SensorReading
 from agents.settings import RoomSettings
-from agents.topics import READINGS, ROOMS
+from agents.topics import ROOMS, readings
 from service import BoundedOutOfOrderness
 
 UNKNOWN_ROOM = "UNKNOWN ROOM"
@@ -73,7 +73,7 @@ def with_room(reading: SensorReading, room: str) -> ReadingInRoom:
 def sensor_rooms(s: RoomSettings) -> None:
     rooms = RoomClient(s.room_service_url)
     (
-        app.stream(READINGS, watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
+        app.stream(readings(s), watermark=BoundedOutOfOrderness(bound_ms=s.watermark_bound_ms))
         .enrich(
             rooms.room_of,
             into=with_room,

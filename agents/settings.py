@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 
 from service import AgentSettings
@@ -18,6 +20,11 @@ class SensorSettings(AgentSettings):
     )
     allowed_lateness_ms: int = Field(
         0, ge=0, description="sensor_averages: keep a fired window this long for late updates."
+    )
+    readings_format: Literal["json", "avro"] = Field(
+        "json",
+        description="Sensor agents and the simulator: sensor-readings as JSON, or as Avro in "
+        "the schema registry's wire format (needs EDDY_SCHEMA_REGISTRY_URL).",
     )
 
 

@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 from agents.records import GameEvent, SensorReading, ThresholdUpdate, Tweet, VehicleSpeed
-from service import Topic
+from agents.settings import SensorSettings
+from service import Avro, Topic
 
 READINGS = Topic("sensor-readings", SensorReading, key="sensor_id", timestamp="timestamp_ms")
+# The same readings as Avro (EDDY_READINGS_FORMAT=avro): what a team's producers
+# that use a schema registry write. The agents read either as a SensorReading.
+SENSOR_READING_AVRO = {
+    "type": "record",
+    "name": "SensorReading",
+    "namespace": "eddy.sensors",
+    "fields": [
+        {"name": "sensor_id", "type": "string"},
+        {"name": "timestamp_ms", "type": "long"},
+        {"name": "temperature", "type": "double"},
+    ],
+}
+READINGS_AVRO = Topic(
+    "sensor-readings",
+    SensorReading,
+    key="sensor_id",
+    timestamp="timestamp_ms",
+    serde=Avro(SENSOR_READING_AVRO),
+)
 THRESHOLDS = Topic("sensor-thresholds", ThresholdUpdate, key="sensor_id", partitions=1)
 AVERAGES = Topic("sensor-averages")
 LATE_READINGS = Topic("late-readings", SensorReading, key="sensor_id")
@@ -21,3 +41,8 @@ TWEETS = Topic("tweets", Tweet, key="user", timestamp="timestamp_ms")
 HASHTAG_COUNTS = Topic("hashtag-counts")
 GAME_EVENTS = Topic("game-events", GameEvent, key="team", timestamp="ts")
 POWERUPS = Topic("team-powerups")
+
+
+def readings(settings: SensorSettings) -> Topic[SensorReading]:
+    """The readings topic in the format ``EDDY_READINGS_FORMAT`` names."""
+    return READINGS_AVRO if settings.readings_format == "avro" else READINGS

@@ -117,6 +117,18 @@ if TYPE_CHECKING:
         PostgresUpsert,
         Upsert,
     )
+    from service.schemas.avro import (
+        Avro,
+    )
+    from service.schemas.jsonschema import (
+        JsonSchema,
+    )
+    from service.schemas.protobuf import (
+        Protobuf,
+    )
+    from service.schemas.settings import (
+        RegistrySettings,
+    )
     from service.serde import (
         DecodeError,
         EncodeError,
@@ -138,6 +150,7 @@ _EXPORTS = {
     "App": "service.app.app",
     "Ascending": "service.eventtime.watermarks",
     "Avg": "service.eventtime.functions",
+    "Avro": "service.schemas.avro",
     "BoundedOutOfOrderness": "service.eventtime.watermarks",
     "BroadcastContext": "service.eventtime.process",
     "BroadcastStream": "service.app.stream",
@@ -156,6 +169,7 @@ _EXPORTS = {
     "FakeClock": "service.eventtime.clock",
     "Global": "service.eventtime.windows",
     "Json": "service.serde",
+    "JsonSchema": "service.schemas.jsonschema",
     "JsonModel": "service.serde",
     "ListState": "service.eventtime.descriptors",
     "MapState": "service.eventtime.descriptors",
@@ -167,6 +181,7 @@ _EXPORTS = {
     "NeverTrigger": "service.eventtime.triggers",
     "PostgresUpsert": "service.pipeline.pgsink",
     "ProcessingTimeTrigger": "service.eventtime.triggers",
+    "Protobuf": "service.schemas.protobuf",
     "ProcessWindowFunction": "service.eventtime.functions",
     "NoWatermarks": "service.eventtime.watermarks",
     "Punctuated": "service.eventtime.watermarks",
@@ -175,6 +190,7 @@ _EXPORTS = {
     "QUERY_ERRORS": "service.app.web",
     "QueryError": "service.app.queries",
     "Reduce": "service.eventtime.functions",
+    "RegistrySettings": "service.schemas.settings",
     "Serde": "service.serde",
     "Session": "service.eventtime.windows",
     "Sliding": "service.eventtime.windows",
@@ -224,6 +240,7 @@ __all__ = [
     "App",
     "Ascending",
     "Avg",
+    "Avro",
     "BoundedOutOfOrderness",
     "BroadcastContext",
     "BroadcastStream",
@@ -243,6 +260,7 @@ __all__ = [
     "Global",
     "Json",
     "JsonModel",
+    "JsonSchema",
     "ListState",
     "MapState",
     "Max",
@@ -255,11 +273,13 @@ __all__ = [
     "PostgresUpsert",
     "ProcessWindowFunction",
     "ProcessingTimeTrigger",
+    "Protobuf",
     "Punctuated",
     "PurgingTrigger",
     "Queries",
     "QueryError",
     "Reduce",
+    "RegistrySettings",
     "Serde",
     "Session",
     "Sliding",

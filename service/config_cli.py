@@ -14,6 +14,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from pydantic import SecretStr
+from pydantic_settings import BaseSettings
 
 from service.app.app import App
 from service.cli_parser import print_json
@@ -74,7 +75,11 @@ def run_cli(args: argparse.Namespace) -> int:
     from service.app.loader import load_app, load_app_and_settings
 
     if args.markdown:
-        print(settings_table([Settings, *load_app(args.app).settings_classes()]))
+        from service.schemas.settings import RegistrySettings
+
+        classes: list[type[BaseSettings]] = [Settings, RegistrySettings]
+        classes += load_app(args.app).settings_classes()
+        print(settings_table(classes))
         return 0
     app, settings = load_app_and_settings(args.app)
     groups = effective(app, settings)

@@ -57,7 +57,7 @@ class JsonModel(Generic[M]):
             # What ``model_validate_json`` calls, without its two Python frames.
             return self.model.__pydantic_validator__.validate_json(raw)  # type: ignore[no-any-return]
         except ValidationError as exc:
-            raise DecodeError(_reason(exc)) from None
+            raise DecodeError(reason_of(exc)) from None
 
     def encode(self, value: M) -> bytes:
         return encode_json(value)
@@ -89,7 +89,7 @@ def decode_model(model: type[M], raw: bytes | None) -> M:
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
-        raise DecodeError(_reason(exc)) from None
+        raise DecodeError(reason_of(exc)) from None
 
 
 def _default(value: Any) -> Any:
@@ -128,7 +128,8 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
-def _reason(exc: ValidationError) -> str:
+def reason_of(exc: ValidationError) -> str:
+    """The one-line reason of a validation failure: its first error, and how many more."""
     first = exc.errors(include_url=False)[0]
     where = ".".join(str(part) for part in first["loc"])
     if first["type"] == "json_invalid":

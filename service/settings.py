@@ -409,7 +409,9 @@ def variables(cls: type[BaseSettings]) -> dict[str, str]:
 
 def reject_unknown_variables(extra: Iterable[type[BaseSettings]] = ()) -> None:
     """A misspelt variable would otherwise be ignored silently and the default used."""
-    known = set(OTHER_VARIABLES) | set(variables(Settings))
+    from service.schemas.settings import RegistrySettings
+
+    known = set(OTHER_VARIABLES) | set(variables(Settings)) | set(variables(RegistrySettings))
     for cls in extra:
         known |= set(variables(cls))
     unknown = sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)

@@ -38,7 +38,11 @@ from service.eventtime.descriptors import StateDescriptor
 from service.eventtime.keyed import MAX_WATERMARK
 from service.pipeline.base import AsyncLogic, Headers, PartitionLogic, Pipeline
 from service.pipeline.markers import WATERMARK
-from service.serde import DecodeError, Json
+from service.pipeline.source import as_key
+from service.schemas.base import SchemaSerde
+from service.schemas.binder import SchemaBinder
+from service.schemas.memory import MemoryRegistry
+from service.serde import DecodeError, Json, Serde
 from service.settings import Settings, build
 from tables.store import PartitionStore, PartitionTransaction
 
@@ -179,6 +183,17 @@ class _Stage:
         self.txn.commit(self.txn.changelog_records(), None)
 
 
+def _read_key(serde: Serde[Any] | None, raw: bytes | None) -> str | None:
+    if raw is None:
+        return None
+    if serde is None:
+        return raw.decode("utf-8", "replace")
+    try:
+        return as_key(serde.decode(raw))
+    except DecodeError:
+        return raw.decode("utf-8", "replace")
+
+
 def _key_of(topic: Topic[Any], value: Any) -> str | None:
     """The key a producer would give ``value`` on ``topic`` (None if it has none)."""
     assert topic.key_of is not None
@@ -214,7 +229,10 @@ class TestDriver:
         start_ms: int = 0,
     ) -> None:
         self.settings: Settings = build(Settings, {"topic_prefix": "", **(settings or {})})
-        self.built: BuiltApp = app.build(self.settings, agents, agent_settings)
+        # Schema-registry topics run through their real serdes, on a registry in memory.
+        self._schemas = SchemaBinder(registry=MemoryRegistry())
+        self._bound: dict[str, Serde[Any]] = {}
+        self.built: BuiltApp = app.build(self.settings, agents, agent_settings, self._schemas)
         self._dir = Path(tempfile.mkdtemp(prefix="eddy-driver-"))
         self._out = _Collector(self.settings.dead_letters)
         self._stages = [_Stage(p, self._dir) for p in self.built.stages]
@@ -280,7 +298,7 @@ class TestDriver:
         if key is None and declared is not None and declared.key_of is not None:
             key = _key_of(declared, value)
         stamp = self.now_ms if timestamp_ms is None else timestamp_ms
-        sent = Sent(name, None if key is None else key.encode(), raw, (), stamp)
+        sent = Sent(name, self._key_bytes(declared, key), raw, (), stamp)
         if name not in self._readers:
             known = ", ".join(sorted(self._readers))
             raise ValueError(f"no agent of the app reads topic {name!r} (read: {known})")
@@ -328,7 +346,8 @@ class TestDriver:
     def read(self, topic: Topic[Any] | str) -> list[Output]:
         """What was sent to ``topic`` so far, decoded by its serde (JSON if it has none)."""
         name = self._name(topic)
-        serde = topic.codec if isinstance(topic, Topic) else Json()
+        serde = self._value_serde(topic)
+        key_serde = self._key_serde(topic) if isinstance(topic, Topic) else None
         found = []
         for sent in self.sent:
             if sent.topic != name or sent.is_marker:
@@ -337,8 +356,7 @@ class TestDriver:
                 value = serde.decode(sent.value)
             except DecodeError:
                 value = sent.value
-            key = None if sent.key is None else sent.key.decode("utf-8", "replace")
-            found.append(Output(key, value, sent.timestamp_ms))
+            found.append(Output(_read_key(key_serde, sent.key), value, sent.timestamp_ms))
         return found
 
     @property
@@ -375,10 +393,33 @@ class TestDriver:
     def _name(self, topic: Topic[Any] | str) -> str:
         return self.settings.topic(topic.name) if isinstance(topic, Topic) else topic
 
-    @staticmethod
-    def _encode(topic: Topic[Any] | str, value: Any) -> bytes:
-        serde = topic.codec if isinstance(topic, Topic) else Json()
-        return serde.encode(value)
+    def _encode(self, topic: Topic[Any] | str, value: Any) -> bytes:
+        return self._value_serde(topic).encode(value)
+
+    def _value_serde(self, topic: Topic[Any] | str) -> Serde[Any]:
+        if not isinstance(topic, Topic):
+            return Json()
+        if isinstance(topic.serde, SchemaSerde):
+            return self._bind(topic, "value", topic.serde, topic.value)
+        return topic.codec
+
+    def _key_serde(self, topic: Topic[Any]) -> Serde[Any] | None:
+        if isinstance(topic.key_serde, SchemaSerde):
+            return self._bind(topic, "key", topic.key_serde, None)
+        return topic.key_serde
+
+    def _key_bytes(self, topic: Topic[Any] | None, key: str | None) -> bytes | None:
+        serde = None if topic is None or key is None else self._key_serde(topic)
+        if serde is not None:
+            return serde.encode(key)
+        return None if key is None else key.encode()
+
+    def _bind(self, topic: Topic[Any], role: str, serde: SchemaSerde, model: Any) -> Serde[Any]:
+        """The topic's serde as the app's stages bound it (same subject, same registry)."""
+        subject = f"{self._name(topic)}-{role}"
+        if subject not in self._bound:
+            self._bound[subject] = self._schemas.bind(serde, subject, model)
+        return self._bound[subject]
 
     def _store_of(self, agent: str) -> PartitionStore:
         for stage in self._stages:

@@ -123,6 +123,9 @@ class Worker:
         if self.built is not None:
             # Declared partitions and configs win over the runtime's defaults.
             await ensure_topics(self.settings, app_topics(self.built))
+            # Register (or find) each output's schema before the first result needs it:
+            # a refused or missing schema stops the worker here, saying why.
+            await asyncio.to_thread(self.built.schemas.prepare_outputs)
         pipelines = await self._co_partitioned(self._pipelines)
         self.runtimes = {
             p.name: PipelineRuntime(p, self.settings, self.metrics, self.clock) for p in pipelines

@@ -35,6 +35,12 @@ def _postgres(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _registry(args: argparse.Namespace) -> int:
+    from tools.schemaregistry.cli import run
+
+    return run(args)
+
+
 def _s3(args: argparse.Namespace) -> int:
     from tools.s3.cli import run
 
@@ -121,6 +127,26 @@ def build_parser() -> argparse.ArgumentParser:
         "migrate", help="apply the PostgreSQL sink's schema migrations (EDDY_POSTGRES_DSN)"
     )
     postgres.set_defaults(handler=_postgres)
+
+    registry = commands.add_parser(
+        "registry", help="build, start, stop a local schema registry (Apicurio, Confluent's API)"
+    )
+    registry_actions = registry.add_subparsers(dest="action", required=True, metavar="action")
+    registry_actions.add_parser(
+        "fetch", help="build Apicurio Registry from Maven Central (once) into $EDDY_HOME"
+    )
+    registry_actions.add_parser(
+        "start", help="start the local registry on 127.0.0.1:8081, unless one answers"
+    )
+    registry_actions.add_parser(
+        "stop", help="stop the local registry (its schemas are in memory: they go too)"
+    )
+    _json(
+        registry_actions.add_parser(
+            "status", help="does a registry answer at 127.0.0.1:8081: pid, URL (exit 1 if not)"
+        )
+    )
+    registry.set_defaults(handler=_registry)
 
     s3 = commands.add_parser(
         "s3", help="start, stop a local S3-compatible server (moto) for snapshots"

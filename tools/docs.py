@@ -20,9 +20,10 @@ _PLACEHOLDERS = {"SinkSettings": {"postgres_dsn": "postgresql://eddy@127.0.0.1:5
 
 def settings_block() -> str:
     import agents
+    from service.schemas.settings import RegistrySettings
     from service.settings import Settings, settings_table
 
-    return settings_table([Settings, *agents.app.settings_classes()])
+    return settings_table([Settings, RegistrySettings, *agents.app.settings_classes()])
 
 
 def topics_block() -> str:

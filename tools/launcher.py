@@ -220,6 +220,8 @@ def _print_banner(run: Run, base: str, logs: Path) -> None:
     console.print(f"  metrics       {base}/metrics")
     console.print(f"  health        {base}/healthz   {base}/readyz")
     console.print(f"  Kafka         {settings.bootstrap_servers}")
+    if registry := os.environ.get(f"{ENV_PREFIX}SCHEMA_REGISTRY_URL"):
+        console.print(f"  readings      Avro, schemas in {registry}")
     console.print(f"  logs          {logs}/worker.log, {logs}/simulator.log")
     console.print("  Ctrl-C stops everything this started.")
 
@@ -239,7 +241,17 @@ def with_services(settings: Settings) -> Run:
         from tools import postgres
 
         env[f"{ENV_PREFIX}POSTGRES_DSN"] = postgres.dsn()
+    if needs_local_registry():
+        from tools import schemaregistry
+
+        env[f"{ENV_PREFIX}SCHEMA_REGISTRY_URL"] = schemaregistry.url()
     return Run(settings, agents, env)
+
+
+def needs_local_registry() -> bool:
+    """Avro readings (EDDY_READINGS_FORMAT=avro) and no registry named: the local one."""
+    avro = os.environ.get(f"{ENV_PREFIX}READINGS_FORMAT", "").lower() == "avro"
+    return avro and not os.environ.get(f"{ENV_PREFIX}SCHEMA_REGISTRY_URL")
 
 
 async def _start_services(run: Run, logs: Path, children: list[Child]) -> bool:
@@ -265,12 +277,17 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
 
     run = with_services(settings)
     started_broker = await asyncio.to_thread(localkafka.ensure_running)
-    started_postgres = False
+    started_postgres = started_registry = False
     children: list[Child] = []
     logs = settings.home / "logs"
     base = f"http://{settings.api_host}:{settings.api_port}"
     try:
         started_postgres = await _start_services(run, logs, children)
+        if f"{ENV_PREFIX}SCHEMA_REGISTRY_URL" in run.env:
+            from tools import schemaregistry
+
+            with console.status("starting the schema registry (built on first use)..."):
+                started_registry = await asyncio.to_thread(schemaregistry.ensure_running)
         os.environ.update(run.env)  # the topics of every agent that will run
         await asyncio.to_thread(create_topics, argparse.Namespace(action="create", app=None))
         worker = _spawn("worker", ["service", "worker"], logs, run.env)
@@ -288,7 +305,11 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
         stopped = ", ".join(child.name for child in reversed(children))
         extra = "".join(
             name
-            for name, started in ((", broker", started_broker), (", PostgreSQL", started_postgres))
+            for name, started in (
+                (", broker", started_broker),
+                (", PostgreSQL", started_postgres),
+                (", schema registry", started_registry),
+            )
             if started
         )
         console.print(f"stopping: {stopped}{extra}")
@@ -300,6 +321,10 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
             await asyncio.to_thread(localkafka.stop)
         if started_postgres:
             await asyncio.to_thread(postgres.stop)
+        if started_registry:
+            from tools import schemaregistry
+
+            await asyncio.to_thread(schemaregistry.stop)
         console.print("stopped cleanly")
 
 

@@ -31,6 +31,7 @@ from service.errors import ConfigError
 from service.eventtime.descriptors import StateDescriptor
 from service.eventtime.watermarks import WatermarkStrategy
 from service.pipeline.base import Pipeline
+from service.schemas.binder import SchemaBinder
 from service.settings import Settings, build, env_prefix, variables
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class BuiltApp:
     app: App
     settings: Settings
     agents: dict[str, Compiled]
+    # Its schema-registry serdes; a worker registers its outputs' schemas at start.
+    schemas: SchemaBinder = field(default_factory=SchemaBinder)
 
     @property
     def stages(self) -> list[Pipeline]:
@@ -299,6 +302,7 @@ class App:
         settings: Settings,
         agents: Iterable[str] | None = None,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        schemas: SchemaBinder | None = None,
     ) -> BuiltApp:
         """Compile the agents one worker runs.
 
@@ -306,6 +310,8 @@ class App:
             agents: which (default: ``settings.agents``, else the default agents).
             overrides: per settings class name, field values that win over the
                 environment (tests, the test driver).
+            schemas: what binds schema-registry serdes (default: the registry
+                ``EDDY_SCHEMA_REGISTRY_URL`` names; the test driver's is in memory).
 
         Raises:
             ConfigError: an unknown agent, bad agent settings, or a definition
@@ -314,11 +320,11 @@ class App:
         self.check_settings_classes()
         names = self._selected(settings, agents)
         instances = self._settings_instances(names, overrides or {})
-        builder = Builder(settings)
+        builder = Builder(settings, schemas or SchemaBinder())
         compiled: dict[str, Compiled] = {}
         for name in names:
             compiled[name] = self._compile(builder, name, instances)
-        return BuiltApp(self, settings, compiled)
+        return BuiltApp(self, settings, compiled, builder.schemas)
 
     def _selected(self, settings: Settings, agents: Iterable[str] | None) -> list[str]:
         wanted = list(agents) if agents is not None else list(settings.agents or ())

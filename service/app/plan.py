@@ -57,6 +57,8 @@ from service.pipeline.repartition import Repartition
 from service.pipeline.source import Source
 from service.pipeline.stateless import Forward
 from service.pipeline.windowed import WindowedAggregation, window_record
+from service.schemas.base import SchemaSerde
+from service.schemas.binder import SchemaBinder
 from service.serde import Json, JsonModel, Serde
 from service.settings import Settings
 from tables.schema import StateSchema, json_schema
@@ -103,14 +105,35 @@ class Builder:
     """What compiling needs to know of the deployment."""
 
     settings: Settings
+    schemas: SchemaBinder = field(default_factory=SchemaBinder, compare=False)
 
     def physical(self, topic: Topic[Any]) -> str:
         return self.settings.topic(topic.name)
 
+    def codec(self, topic: Topic[Any]) -> Serde[Any]:
+        """How a source reads the topic's values (a registry's serde, bound)."""
+        if isinstance(topic.serde, SchemaSerde):
+            return self.schemas.bind(topic.serde, f"{self.physical(topic)}-value", topic.value)
+        return topic.codec
+
+    def key_codec(self, topic: Topic[Any]) -> Serde[Any] | None:
+        if isinstance(topic.key_serde, SchemaSerde):
+            return self.schemas.bind(topic.key_serde, f"{self.physical(topic)}-key", None)
+        return topic.key_serde
+
     def target(
         self, topic: Topic[Any], steps: Callable[[Any], Iterable[Any]] | None = None
     ) -> Target:
-        return Target(self.physical(topic), topic.codec.encode, steps)
+        physical = self.physical(topic)
+        encode = topic.codec.encode
+        if isinstance(topic.serde, SchemaSerde):
+            encode = self.schemas.bind_output(topic.serde, f"{physical}-value", topic.value).encode
+        encode_key = None
+        if isinstance(topic.key_serde, SchemaSerde):
+            encode_key = self.schemas.bind_output(topic.key_serde, f"{physical}-key", None).encode
+        elif topic.key_serde is not None:
+            encode_key = topic.key_serde.encode
+        return Target(physical, encode, steps, encode_key)
 
     def internal(self, agent: str, suffix: str) -> str:
         return f"{self.settings.app_id}-{agent}-{suffix}"
@@ -327,7 +350,7 @@ def _broadcast(
             _as_process_function(step.function),
             outputs,
             watermark=_stage_watermark(b, name, head, source, needed=False),
-            broadcast=Source(b.physical(control), control.codec),
+            broadcast=Source(b.physical(control), b.codec(control)),
             states=_schemas(step.states, broadcast=True),
         )
     )
@@ -460,11 +483,12 @@ def _source(
 ) -> Source:
     return Source(
         b.physical(topic),
-        topic.codec,
+        b.codec(topic),
         record_key=_decoded_field(topic, topic.key) if check_key else None,
         timestamp_ms=_decoded_field(topic, topic.timestamp),
         steps=_compose(steps),
         key=key,
+        key_serde=b.key_codec(topic),
     )
 
 
@@ -475,7 +499,8 @@ def _decoded_field(topic: Topic[Any], spec: Any) -> Callable[[Any], Any] | None:
     if spec is None:
         return None
     model = topic.value
-    if isinstance(spec, str) and topic.serde is None and _is_model(model):
+    decodes_model = topic.serde is None or isinstance(topic.serde, SchemaSerde)
+    if isinstance(spec, str) and decodes_model and _is_model(model):
         return attrgetter(spec)
     return accessor(spec)
 

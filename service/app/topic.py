@@ -42,7 +42,11 @@ class Topic(Generic[V]):
         timestamp: the event time in ms: a field of the value, or a function of
             it. None: the Kafka record's timestamp.
         partitions: partitions when Eddy creates it (None: ``EDDY_PARTITIONS``).
-        serde: how bytes become values (default: JSON validated by ``value``).
+        serde: how bytes become values (default: JSON validated by ``value``);
+            ``Avro``, ``Protobuf`` or ``JsonSchema`` for a schema registry's.
+        key_serde: how Kafka keys are read and written (default: UTF-8 text).
+            A key that decodes to a str is the record's key; another value is
+            keyed by its canonical JSON.
         config: topic configs when Eddy creates it (``retention.ms``...).
     """
 
@@ -52,6 +56,7 @@ class Topic(Generic[V]):
     timestamp: TimeSpec | None = None
     partitions: int | None = None
     serde: Serde[V] | None = None
+    key_serde: Serde[Any] | None = None
     config: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

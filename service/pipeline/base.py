@@ -29,6 +29,13 @@ class Target:
     topic: str
     encode: Callable[[Any], bytes]
     steps: Callable[[Any], Iterable[Any]] | None = None
+    encode_key: Callable[[str], bytes] | None = None  # None: UTF-8
+
+    def key(self, key: str | None) -> bytes | None:
+        """``key`` as this topic's Kafka key."""
+        if key is None:
+            return None
+        return key.encode() if self.encode_key is None else self.encode_key(key)
 
     def write(self, value: Any) -> list[bytes]:
         """The encoded records ``value`` becomes on this topic.

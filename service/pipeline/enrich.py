@@ -217,7 +217,7 @@ class EnrichmentLogic:
                 self._released_ms = item.watermark_ms
                 continue
             enriched = item.value
-            key = None if enriched.key is None else enriched.key.encode()
             for target in self._d.outputs:
+                key = target.key(enriched.key)
                 for data in target.write(enriched.value):
                     out.send(target.topic, key, data, (), enriched.timestamp_ms)

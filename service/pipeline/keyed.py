@@ -183,8 +183,8 @@ class ProcessLogic:
             if targets is None:
                 known = ", ".join(sorted(self._d.outputs)) or "none"
                 raise KeyError(f"output {item.output!r} is not declared (declared: {known})")
-            key = item.key.encode()
             for target in targets:
+                key = target.key(item.key)
                 for data in target.write(item.value):
                     out.send(target.topic, key, data, (), item.timestamp_ms)
 

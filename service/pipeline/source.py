@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import orjson
+from pydantic import BaseModel
+
 from service.eventtime.timestamps import EVENT_TIME_RANGE, MAX_EVENT_TIME_MS
 from service.pipeline.base import InputRecord, Output
 from service.serde import DecodeError, Serde
@@ -64,6 +67,8 @@ class Source:
     # How elements (after the steps) are written to and read from a repartition
     # topic; None: the topic's serde (when there are no steps, elements are values).
     element_serde: Serde[Any] | None = None
+    # How Kafka keys are read; None: UTF-8 text.
+    key_serde: Serde[Any] | None = None
 
     @property
     def element(self) -> Serde[Any]:
@@ -105,6 +110,8 @@ class Source:
         return self._keyed(record, value, elements, record_key, timestamp_ms, out)
 
     def _record_key(self, record: InputRecord, value: Any, out: Output) -> str | bool | None:
+        if self.key_serde is not None:
+            return self._decoded_key(record, value, out)
         if self.record_key is None:
             return None if record.key is None else record.key.decode("utf-8", "replace")
         try:
@@ -122,6 +129,33 @@ class Source:
                 f"record key {found!r} is not its value's key {key!r}: topic {self.topic} is "
                 "declared keyed by it, and a record in another key's partition would split "
                 "that key's state",
+            )
+            return False
+        return key
+
+    def _decoded_key(self, record: InputRecord, value: Any, out: Output) -> str | bool | None:
+        """The key decoded by the topic's key serde (the keyed-by check compares it,
+        not the bytes: the same key has other bytes under another schema id)."""
+        assert self.key_serde is not None
+        if record.key is None:
+            return None
+        try:
+            key = as_key(self.key_serde.decode(record.key))
+        except DecodeError as exc:
+            out.dead_letter(record, f"key: {exc.reason}")
+            return False
+        if self.record_key is None:
+            return key
+        try:
+            expected = self.record_key(value)
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, failure("key", exc))
+            return False
+        if expected != key:
+            out.dead_letter(
+                record,
+                f"record key {key!r} is not its value's key {expected!r}: topic {self.topic} "
+                "is declared keyed by it",
             )
             return False
         return key
@@ -177,6 +211,16 @@ class Source:
                 return None
             keyed.append((key, element))
         return Read(timestamp_ms, keyed, value)
+
+
+def as_key(decoded: Any) -> str:
+    """A decoded Kafka key as the str Eddy keys state by: itself if a str, else its
+    canonical JSON (sorted fields), so equal keys are equal strings."""
+    if isinstance(decoded, str):
+        return decoded
+    if isinstance(decoded, BaseModel):
+        decoded = decoded.model_dump(mode="json")
+    return orjson.dumps(decoded, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def failure(what: str, exc: BaseException) -> str:

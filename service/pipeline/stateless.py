@@ -57,8 +57,8 @@ class ForwardLogic:
         if read is None:
             return
         for key, value in read.elements:
-            encoded_key = None if key is None else key.encode()
             for target in self._d.outputs:
+                encoded_key = target.key(key)
                 for data in target.write(value):
                     out.send(target.topic, encoded_key, data, (), read.timestamp_ms)
 

@@ -237,9 +237,9 @@ class WindowedLogic:
         # Flink's sinks do; a global window has none, so the producer sets it.
         end = result.window.end_ms
         timestamp_ms = None if end >= MAX_TIME_MS else result.window.max_timestamp_ms
-        key = result.key.encode()
         record: Any = None
         for target in self._d.outputs:
+            key = target.key(result.key)
             if target.steps is not None:
                 encoded = target.write(result)
             else:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,27 @@ def topic_for(stream: Stream, settings: Settings) -> str:
     return settings.topic(stream.value)
 
 
+def readings_encoders(
+    settings: Settings, topics: Mapping[Stream, str]
+) -> dict[Stream, Callable[[BaseModel], bytes]]:
+    """Avro readings when EDDY_READINGS_FORMAT=avro (the sensor agents' setting, so
+    one variable switches the simulator and the agents), through the same serde
+    the agents read with; its schema registered under ``<topic>-value``."""
+    from agents.settings import SensorSettings
+    from agents.topics import readings
+    from service.schemas.base import SchemaSerde
+    from service.schemas.binder import SchemaBinder
+    from service.settings import build
+
+    topic = readings(build(SensorSettings, {}))
+    if Stream.READINGS not in topics or not isinstance(topic.serde, SchemaSerde):
+        return {}
+    subject = f"{topics[Stream.READINGS]}-value"
+    bound = SchemaBinder().bind_output(topic.serde, subject, topic.value)
+    bound.prepare()  # a refused schema stops the simulator before it sends anything
+    return {Stream.READINGS: bound.encode}
+
+
 def encode(record: BaseModel) -> bytes:
     """A record's JSON value, as the pipelines decode it."""
     if isinstance(record, SensorReading):
@@ -111,12 +132,16 @@ class _Batcher:
     stats: Mapping[Stream, SimulationStats]
     # Streams whose records count as progress (the ones --count bounds).
     counted: frozenset[Stream]
+    # A stream's own encoder (Avro readings); the others are JSON.
+    encoders: Mapping[Stream, Callable[[BaseModel], bytes]] = field(default_factory=dict)
     handed_over: int = 0
     _pending: list[tuple[asyncio.Future[Any], Scheduled[BaseModel]]] = field(default_factory=list)
 
     async def send(self, item: Scheduled[BaseModel]) -> None:
         future = await self.producer.send(
-            self.topics[item.stream], value=encode(item.record), key=item.key.encode()
+            self.topics[item.stream],
+            value=self.encoders.get(item.stream, encode)(item.record),
+            key=item.key.encode(),
         )
         self._pending.append((future, item))
         self.handed_over += item.stream in self.counted
@@ -259,7 +284,8 @@ async def _run(
     await _start(producer, settings, topics)
     stats = RunStats({stream: SimulationStats() for stream in topics}, dict(topics))
     plan = _Plan(pace, start_ms, stop or asyncio.Event(), duration_s)
-    batcher = _Batcher(producer, topics, stats.streams, frozenset(counted))
+    encoders = readings_encoders(settings, topics)
+    batcher = _Batcher(producer, topics, stats.streams, frozenset(counted), encoders)
     try:
         with reporting(count, duration_s, progress, noun) as report:
             await _send_all(items, batcher, plan, report)

@@ -1,0 +1,10 @@
+"""Topics whose records are written with a schema registry: Avro, Protobuf and
+JSON Schema in the Confluent wire format (a 0 byte, the schema's id as four
+big-endian bytes, the payload; Protobuf adds the message's indexes).
+
+A topic declares one next to its model (``Topic("readings", Reading,
+serde=Avro(SCHEMA))``); building the app binds it to the registry named by
+``EDDY_SCHEMA_REGISTRY_URL`` (:mod:`service.schemas.settings`), under the
+subject ``<topic>-value`` (``<topic>-key`` for ``key_serde``). The agent sees
+the model either way. docs/formats.md is the user's guide.
+"""

@@ -1,0 +1,102 @@
+"""Avro with a schema registry (fastavro).
+
+A record is read with the schema it was written with (its id's) resolved
+against the topic's schema by Avro's rules: a field the writer lacks takes the
+reader's default, a field the reader lacks is skipped, an int widens to a long.
+A writer schema that cannot be resolved fails the record as a whole, with the
+resolver's reason; it is never half-read.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+
+from service.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
+from service.schemas.wire import split
+from service.serde import DecodeError
+
+
+class Avro(SchemaSerde):
+    """Avro values (or keys): ``Topic("readings", Reading, serde=Avro(SCHEMA))``.
+
+    Args:
+        schema: the Avro schema the agent reads records as (and writes with): a
+            dict, or its JSON text (``'"string"'`` for a string key).
+    """
+
+    schema_type: ClassVar[str] = "AVRO"
+
+    def __init__(self, schema: Mapping[str, Any] | str) -> None:
+        # A str is the schema's JSON: a record's object, or a primitive's '"string"'.
+        self.schema: Any = json.loads(schema) if isinstance(schema, str) else dict(schema)
+        self.parsed = fastavro.parse_schema(self.schema)  # raises on an invalid schema, at import
+
+    def bind(self, binding: Binding) -> BoundAvro:
+        return BoundAvro(binding, self)
+
+
+class BoundAvro(BoundSerde):
+    schema_type: ClassVar[str] = "AVRO"
+
+    def __init__(self, binding: Binding, declared: Avro) -> None:
+        super().__init__(binding, json.dumps(declared.schema, separators=(",", ":")))
+        self.reader = declared.parsed
+        # schema id -> (its parsed schema, the reader schema to resolve it against)
+        self._writers: dict[int, tuple[Any, Any]] = {}
+
+    def decode(self, raw: bytes | None) -> Any:
+        schema_id, payload = split(raw)
+        writer = self._writers.get(schema_id)
+        if writer is None:
+            writer = self._writers[schema_id] = self._parse_writer(schema_id)
+        buffer = io.BytesIO(payload)
+        try:
+            value = fastavro.schemaless_reader(buffer, *writer)
+        except SchemaResolutionError as exc:
+            raise DecodeError(
+                f"schema id {schema_id} cannot be read as subject {self.binding.subject}'s "
+                f"schema: {exc}"
+            ) from None
+        except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError... on bad bytes
+            raise DecodeError(
+                f"schema id {schema_id}: not an Avro record of that schema "
+                f"(truncated or corrupt?): {exc!r}"
+            ) from None
+        if buffer.tell() != len(payload):
+            raise DecodeError(
+                f"schema id {schema_id}: {len(payload) - buffer.tell()} bytes after the record "
+                "(written with another schema than its id says?)"
+            )
+        return self.typed(value, schema_id)
+
+    def _parse_writer(self, schema_id: int) -> tuple[Any, Any]:
+        """The writer's schema and the reader schema to resolve it against: None
+        when they are the same, as fastavro then skips resolution (a quarter of
+        the decode's time)."""
+        text = self.writer(schema_id).text
+        try:
+            writer = fastavro.parse_schema(json.loads(text))
+        except Exception as exc:  # the registry holds a schema fastavro cannot parse
+            raise DecodeError(
+                f"schema id {schema_id} is not an Avro schema fastavro reads: {exc}"
+            ) from None
+        same = fastavro.schema.to_parsing_canonical_form(
+            writer
+        ) == fastavro.schema.to_parsing_canonical_form(self.reader)
+        return writer, None if same else self.reader
+
+    def encode(self, value: Any) -> bytes:
+        header = self.header()
+        buffer = io.BytesIO()
+        buffer.write(header)
+        try:
+            fastavro.schemaless_writer(buffer, self.reader, plain(value), strict=True)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise encode_failure(self.binding.subject, value, exc) from None
+        return buffer.getvalue()

@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt pyproject.toml | m
 export EDDY_HOME := $(or $(EDDY_HOME),$(CURDIR)/.eddy)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
-        test test-unit test-integration lint format clean chaos bench bench-quick browser \
+        test test-unit test-integration lint format clean chaos eos-kafka bench bench-quick browser \
         postgres postgres-start postgres-stop kubectl
 
 help: ## list the targets
@@ -101,6 +101,19 @@ chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, t
 	$(BIN)/python -m tools chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
 	$(BIN)/python -m tools chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
 		--commit-interval-ms 2000 --expect-duplicates
+
+# Kafka's own exactly-once system test (Kafka Streams' StreamsEosTest, from its test jar)
+# with Eddy as the application: docs/chaos.md. Newest 4.x: the newest whose published
+# kafka-streams test jar still holds the test (4.3 dropped it from the jar).
+EOS_KAFKA_4 ?= 4.2.1
+eos-kafka: kafka-jars ## Kafka's EOS system test on Eddy: 3.9.2, $(EOS_KAFKA_4), 3 brokers; both controls
+	$(BIN)/python -m tools kafka start
+	$(BIN)/python -m tools eos-kafka --kafka 3.9.2
+	$(BIN)/python -m tools eos-kafka --kafka 3.9.2 --guarantee at_least_once --bounces 1 \
+		--duration 30 --expect-failure
+	$(BIN)/python -m tools eos-kafka --kafka $(EOS_KAFKA_4) --brokers 1
+	$(BIN)/python -m tools eos-kafka --kafka 3.9.2 --brokers 3 --leader-kills 2
+	$(BIN)/python -m tools eos-kafka --kafka 3.9.2 --brokers 3 --leader-kills 2 --client streams
 
 bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): bench/results/full.*
 	$(BIN)/python -m bench

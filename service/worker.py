@@ -104,7 +104,10 @@ class Worker:
             await ensure_topics(self.settings, app_topics(self.built))
         pipelines = await self._co_partitioned(self._pipelines)
         self.runtimes = {
-            p.name: PipelineRuntime(p, self.settings, self.metrics, self.clock) for p in pipelines
+            p.name: PipelineRuntime(
+                p, self.settings, self.metrics, self.clock, group_id=self._group_id(p.name)
+            )
+            for p in pipelines
         }
         for runtime in self.runtimes.values():
             runtime.endpoint = self.endpoint
@@ -119,6 +122,9 @@ class Worker:
             self.settings.api_host,
             self.api_port,
         )
+
+    def _group_id(self, stage: str) -> str | None:
+        return None if self.built is None else self.built.group_id_of(stage)
 
     async def _co_partitioned(self, pipelines: list[Pipeline]) -> list[Pipeline]:
         joined = [t for p in pipelines if len(p.sources) > 1 for t in p.sources]
@@ -444,6 +450,7 @@ def run_cli(args: argparse.Namespace) -> int:
             allow=args.allow_non_restored_state,
             once=True,
             pipelines=built.stages,
+            group_ids={s.name: built.group_id_of(s.name) for s in built.stages},
         )
         log.info("%s", describe_report(report))
     else:

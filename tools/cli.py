@@ -73,6 +73,12 @@ def _chaos(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _eos_kafka(args: argparse.Namespace) -> int:
+    from tools.kafkaeos.cli import run_cli
+
+    return run_cli(args)
+
+
 def _docs(args: argparse.Namespace) -> int:
     from tools.docs import main as write_docs
 
@@ -260,6 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
     chaos = commands.add_parser("chaos", help="exactly-once chaos runs: faults + verification")
     add_arguments(chaos)
     chaos.set_defaults(handler=_chaos)
+
+    from tools.kafkaeos.cli import add_arguments as eos_arguments
+
+    eos_kafka = commands.add_parser(
+        "eos-kafka", help="Kafka's own exactly-once system test, Eddy as the application"
+    )
+    eos_arguments(eos_kafka)
+    eos_kafka.set_defaults(handler=_eos_kafka)
 
     docs = commands.add_parser(
         "docs", help="write the generated tables of the docs (settings, topics) from the code"

@@ -44,6 +44,11 @@ class Topic(Generic[V]):
         partitions: partitions when Eddy creates it (None: ``EDDY_PARTITIONS``).
         serde: how bytes become values (default: JSON validated by ``value``).
         config: topic configs when Eddy creates it (``retention.ms``...).
+        kafka_key: producers key records by something their values do not hold
+            (another framework's topic: a Java producer's String keys next to
+            Integer values, say): each record's key is its Kafka key, read as
+            UTF-8, and a record without one goes to the dead-letter topic.
+            Excludes ``key``.
     """
 
     name: str
@@ -53,8 +58,11 @@ class Topic(Generic[V]):
     partitions: int | None = None
     serde: Serde[V] | None = None
     config: Mapping[str, str] = field(default_factory=dict)
+    kafka_key: bool = False
 
     def __post_init__(self) -> None:
+        if self.kafka_key and self.key is not None:
+            raise ValueError(f"topic {self.name}: give key= or kafka_key=True, not both")
         if not TOPIC_NAME.match(self.name):
             raise ValueError(f"topic name {self.name!r}: use 1-200 of A-Z a-z 0-9 . _ -")
         if self.partitions is not None and not 1 <= self.partitions <= 10_000:
@@ -90,6 +98,11 @@ class Topic(Generic[V]):
     @property
     def timestamp_of(self) -> Callable[[Any], int] | None:
         return None if self.timestamp is None else accessor(self.timestamp)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether producers key its records, by a key Eddy can read."""
+        return self.key is not None or self.kafka_key
 
     @property
     def key_field(self) -> str | None:

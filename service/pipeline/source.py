@@ -64,6 +64,8 @@ class Source:
     # How elements (after the steps) are written to and read from a repartition
     # topic; None: the topic's serde (when there are no steps, elements are values).
     element_serde: Serde[Any] | None = None
+    # The Kafka key is the key (Topic(kafka_key=True)): a record without one has none.
+    require_key: bool = False
 
     @property
     def element(self) -> Serde[Any]:
@@ -77,7 +79,7 @@ class Source:
     @property
     def keyed(self) -> bool:
         """Whether every element has a key its stage may keep state under."""
-        return self.key is not None or self.record_key is not None
+        return self.key is not None or self.record_key is not None or self.require_key
 
     def read(self, record: InputRecord, out: Output) -> Read | None:
         """The record's elements, or None after dead-lettering it.
@@ -106,7 +108,12 @@ class Source:
 
     def _record_key(self, record: InputRecord, value: Any, out: Output) -> str | bool | None:
         if self.record_key is None:
-            return None if record.key is None else record.key.decode("utf-8", "replace")
+            if record.key is not None:
+                return record.key.decode("utf-8", "replace")
+            if self.require_key:
+                out.dead_letter(record, f"no key: topic {self.topic} is keyed by its Kafka keys")
+                return False
+            return None
         try:
             key = self.record_key(value)
         except Exception as exc:  # a user function failed on this record: keep the record

@@ -96,11 +96,15 @@ kubectl: ## check for kubectl, install it with apt-get if a source has it
 test: lint kafka-jars browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
 
+# CHAOS_BROKERS=3: on a three-broker cluster (replication 3, min.insync.replicas 2), where
+# the broker faults kill a partition leader (docs/chaos.md).
+CHAOS_BROKERS ?= 0
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
 	$(BIN)/python -m tools kafka start
-	$(BIN)/python -m tools chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
+	$(BIN)/python -m tools chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 \
+		--readings 10000 --brokers $(CHAOS_BROKERS)
 	$(BIN)/python -m tools chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
-		--commit-interval-ms 2000 --expect-duplicates
+		--commit-interval-ms 2000 --expect-duplicates --brokers $(CHAOS_BROKERS)
 
 # Kafka's own exactly-once system test (Kafka Streams' StreamsEosTest, from its test jar)
 # with Eddy as the application: docs/chaos.md. Newest 4.x: the newest whose published

@@ -98,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch", help="download the Kafka jars (once per version) into $EDDY_HOME/kafka"
     )
     kafka_actions.add_parser("start", help="start the local broker, unless one already answers")
+    for action, what in (
+        ("cluster-start", "start a KRaft cluster of --brokers brokers (KAFKA_VERSION) on :19092.."),
+        ("cluster-stop", "stop that cluster and delete its data"),
+    ):
+        cluster = kafka_actions.add_parser(action, help=what)
+        cluster.add_argument(
+            "--brokers", type=int, default=3,
+            help="brokers (replication factor; min.insync.replicas 2 from 2 brokers on)",
+        )  # fmt: skip
     kafka_actions.add_parser(
         "stop", help="stop eddy's local broker (nothing to do if it is not running)"
     )

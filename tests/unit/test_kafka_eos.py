@@ -58,6 +58,11 @@ def test_the_verifiers_delivered_line_is_a_pass_and_anything_else_a_failure() ->
     assert not failed.passed
     assert "Result verification failed" in failed.line
     assert not verdict_of("verify-complex", "FAILED\n", 1.0).passed
+    duplicated = verdict_of(
+        "verify", "echo-0 with 5, data-0 with 5\necho-1 with 7, data-1 with 6\n", 1
+    )
+    assert not duplicated.passed
+    assert duplicated.line == "echo-1 with 7, data-1 with 6"
     assert not verdict_of("verify", "ALL-RECORDS-DELIVERED\nFAILED\n", 1.0).passed
 
 

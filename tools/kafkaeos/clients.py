@@ -75,7 +75,12 @@ class StreamsClients:
 
     async def start(self, slot: str) -> None:
         n = self._incarnations[slot] = self._incarnations.get(slot, 0) + 1
-        command = jars.command(self.lib, self.properties, "process-complex")
+        # Its own state.dir, as on a machine of its own: instances sharing one would
+        # share Kafka Streams' process id and lock each other's task directories.
+        props = self.properties.with_name(f"streams-{slot}.properties")
+        state = self.properties.parent / "streams-state" / slot
+        props.write_text(f"{self.properties.read_text()}state.dir={state}\n")
+        command = jars.command(self.lib, props, "process-complex")
         self.procs[slot] = spawn(command, self.logs / f"{slot}-{n}.log")
         await asyncio.sleep(5.0)  # it has no readiness probe: give it time to join
 

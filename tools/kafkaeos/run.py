@@ -99,12 +99,15 @@ def verdict_of(command: str, output: str, seconds: float) -> Verdict:
     lines = [line.strip() for line in output.splitlines()]
     if DELIVERED in lines and "FAILED" not in lines:
         return Verdict(command, True, DELIVERED, seconds)
-    failure = next(
-        (line for line in lines if "Exception" in line or line.startswith("FAIL")), "no verdict"
-    )
-    if "FAILED" in lines and failure == "no verdict":
-        failure = "FAILED"
-    return Verdict(command, False, failure[:300], seconds)
+    found = [line for line in lines if "Exception" in line or line.startswith("FAIL")]
+    # "echo-1 with 1621, data-1 with 1617": the partition whose counts differ.
+    found += [line for line in lines if _counts_differ(line)]
+    return Verdict(command, False, "; ".join(found)[:400] or "no verdict", seconds)
+
+
+def _counts_differ(line: str) -> bool:
+    match = re.fullmatch(r"\S+ with (\d+), \S+ with (\d+)", line)
+    return match is not None and match.group(1) != match.group(2)
 
 
 def produced(driver_log: Path) -> int:

@@ -112,12 +112,15 @@ chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, t
 EOS_KAFKA_4 ?= 4.2.1
 eos-kafka: kafka-jars ## Kafka's EOS system test on Eddy: 3.9.2, $(EOS_KAFKA_4), 3 brokers; both controls
 	$(BIN)/python -m tools kafka start
-	$(BIN)/python -m tools eos-kafka --kafka 3.9.2
-	$(BIN)/python -m tools eos-kafka --kafka 3.9.2 --guarantee at_least_once --bounces 1 \
-		--duration 30 --expect-failure
-	$(BIN)/python -m tools eos-kafka --kafka $(EOS_KAFKA_4) --brokers 1
-	$(BIN)/python -m tools eos-kafka --kafka 3.9.2 --brokers 3 --leader-kills 2
-	$(BIN)/python -m tools eos-kafka --kafka 3.9.2 --brokers 3 --leader-kills 2 --client streams
+	@# Every run, even after one failed: each prints its own verdict; the exit code says if any failed.
+	@failed=0; for run in "--kafka 3.9.2" \
+		"--kafka 3.9.2 --guarantee at_least_once --bounces 1 --duration 30 --commit-interval-ms 2000 --expect-failure" \
+		"--kafka $(EOS_KAFKA_4) --brokers 1" \
+		"--kafka 3.9.2 --brokers 3 --leader-kills 2" \
+		"--kafka 3.9.2 --brokers 3 --leader-kills 2 --client streams"; do \
+		echo "== python -m tools eos-kafka $$run"; \
+		$(BIN)/python -m tools eos-kafka $$run || failed=1; \
+	done; exit $$failed
 
 bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): bench/results/full.*
 	$(BIN)/python -m bench

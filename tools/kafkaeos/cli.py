@@ -11,10 +11,11 @@ import asyncio
 
 EPILOG = """examples:
   python -m tools eos-kafka                               Kafka 3.9.2, the local broker
-  python -m tools eos-kafka --kafka 4.2.1                 a one-node 4.2.1 cluster on :19092
+  python -m tools eos-kafka --kafka 4.2.1 --brokers 1     a one-node 4.2.1 cluster on :19092
   python -m tools eos-kafka --brokers 3 --leader-kills 2  three brokers, leaders killed
   python -m tools eos-kafka --brokers 3 --client streams  Kafka Streams (positive control)
-  python -m tools eos-kafka --guarantee at_least_once --bounces 1 --expect-failure
+  python -m tools eos-kafka --guarantee at_least_once --bounces 1 \\
+      --commit-interval-ms 2000 --expect-failure          the negative control
 """
 
 
@@ -46,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--expect-failure", action="store_true",
         help="negative control: succeed only if the verifier fails",
+    )  # fmt: skip
+    parser.add_argument(
+        "--commit-interval-ms", type=int, default=100,
+        help="the Eddy workers' EDDY_COMMIT_INTERVAL_MS (the negative control: 2000, so a "
+        "kill -9 always leaves sent but uncommitted records behind)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, help="which leaders are killed")
 

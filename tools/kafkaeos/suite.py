@@ -17,6 +17,16 @@ from tools.localkafka.config import BOOTSTRAP, KafkaVersion
 async def run_one(args: argparse.Namespace) -> RunResult:
     version = KafkaVersion.parse(args.kafka)
     brokers = Brokers(version, args.brokers) if args.brokers else None
+    try:
+        return await _run(args, version, brokers)
+    finally:
+        if brokers is not None:
+            await asyncio.to_thread(brokers.wipe)
+
+
+async def _run(
+    args: argparse.Namespace, version: KafkaVersion, brokers: Brokers | None
+) -> RunResult:
     if brokers is None:
         _check_local_broker(version)
         bootstrap = BOOTSTRAP
@@ -32,13 +42,10 @@ async def run_one(args: argparse.Namespace) -> RunResult:
         leader_kills=args.leader_kills,
         guarantee=args.guarantee,
         client=args.client,
+        commit_interval_ms=args.commit_interval_ms,
         seed=args.seed,
     )
-    try:
-        return await EosKafkaRun(config, brokers).execute(lambda m: print(m, flush=True))
-    finally:
-        if brokers is not None:
-            await asyncio.to_thread(brokers.wipe)
+    return await EosKafkaRun(config, brokers).execute(lambda m: print(m, flush=True))
 
 
 def _check_local_broker(version: KafkaVersion) -> None:

@@ -97,10 +97,14 @@ class Brokers:
         with broker.locked(self.home):
             broker.fetch_unlocked(self.layout(1))
             cluster_id = self._cluster_id()
+            # Every voter first: a node alone never finds a quorum to register with.
+            started = {}
             for node in self.ids:
                 if self.pid(node) is None:
                     self._prepare(node, cluster_id)
-                    self.start_node(node)
+                    started[node] = self._spawn(node)
+            for node, child in started.items():
+                self._wait(node, child)
         return self.bootstrap
 
     def _cluster_id(self) -> str:
@@ -125,7 +129,10 @@ class Brokers:
             _storage_tool(lay, "format", "-t", cluster_id, "-c", str(lay.server_properties))
 
     def start_node(self, node: int) -> None:
-        """Start node ``node`` (again) and wait until it answers."""
+        """Start node ``node`` again (the others run) and wait until it answers."""
+        self._wait(node, self._spawn(node))
+
+    def _spawn(self, node: int) -> subprocess.Popen[bytes]:
         lay = self.layout(node)
         command = java_command(
             lay, "kafka.Kafka", str(lay.server_properties), jvm=_jvm(), log_name="server.log"
@@ -136,6 +143,9 @@ class Brokers:
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         lay.pid_file.write_text(f"{child.pid}\n")
+        return child
+
+    def _wait(self, node: int, child: subprocess.Popen[bytes]) -> None:
         broker.wait_until_ready(
             f"{HOST}:{self.port(node)}", broker.READY_TIMEOUT_S, alive=lambda: child.poll() is None
         )

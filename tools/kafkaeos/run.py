@@ -196,12 +196,14 @@ class EosKafkaRun:
     async def _bounce(self, under_test: AppUnderTest, say: Callable[[str], None]) -> None:
         faults = self._faults()
         gap_s = self.config.duration_s / (len(faults) + 1)
+        bounced = 0
         for i, fault in enumerate(faults):
             await asyncio.sleep(gap_s)
             if fault == "leader":
                 await self._kill_leader(say)
                 continue
-            slot = SLOTS[i % len(SLOTS)]
+            slot = SLOTS[bounced % len(SLOTS)]  # each instance in turn
+            bounced += 1
             if fault == "hard":
                 await under_test.hard_kill(slot)
                 self.result.hard += 1

@@ -62,7 +62,7 @@ async def recreate(settings: Settings, partitions: int) -> None:
 async def _delete_group(admin: AIOKafkaAdminClient) -> None:
     """DeleteGroups for ``EosTest`` (aiokafka's admin has the request, not the call)."""
     coordinator = await _coordinator(admin)
-    response = await admin._send_request(DeleteGroupsRequest([GROUP_ID]), coordinator)
+    response = await admin._send_request_to_node(coordinator, DeleteGroupsRequest([GROUP_ID]))
     for group, code in response.results:
         if code not in (0, GROUP_ID_NOT_FOUND):
             raise StaleOffsetsError(f"cannot delete group {group}: error {code}")

@@ -14,7 +14,7 @@ export EDDY_HOME := $(or $(EDDY_HOME),$(CURDIR)/.eddy)
 
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
         registry-jar registry-start registry-stop registry-status \
-        test test-unit test-integration lint format clean chaos bench bench-quick browser \
+        test test-unit test-integration lint format clean chaos eos-kafka bench bench-quick browser \
         postgres postgres-start postgres-stop kubectl
 
 help: ## list the targets
@@ -109,11 +109,31 @@ kubectl: ## check for kubectl, install it with apt-get if a source has it
 test: lint kafka-jars registry-jar browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
 	$(BIN)/pytest -m "not slow" -q
 
+# CHAOS_BROKERS=3: on a three-broker cluster (replication 3, min.insync.replicas 2), where
+# the broker faults kill a partition leader (docs/chaos.md).
+CHAOS_BROKERS ?= 0
 chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, then the negative control
 	$(BIN)/python -m tools kafka start
-	$(BIN)/python -m tools chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 --readings 10000
+	$(BIN)/python -m tools chaos --seeds 20 --faults all --faults-per-kind 1 --records 20000 \
+		--readings 10000 --brokers $(CHAOS_BROKERS)
 	$(BIN)/python -m tools chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
-		--commit-interval-ms 2000 --expect-duplicates
+		--commit-interval-ms 2000 --expect-duplicates --brokers $(CHAOS_BROKERS)
+
+# Kafka's own exactly-once system test (Kafka Streams' StreamsEosTest, from its test jar)
+# with Eddy as the application: docs/chaos.md. Newest 4.x: the newest whose published
+# kafka-streams test jar still holds the test (4.3 dropped it from the jar).
+EOS_KAFKA_4 ?= 4.2.1
+eos-kafka: kafka-jars ## Kafka's EOS system test on Eddy: 3.9.2, $(EOS_KAFKA_4), 3 brokers; both controls
+	$(BIN)/python -m tools kafka start
+	@# Every run, even after one failed: each prints its own verdict; the exit code says if any failed.
+	@failed=0; for run in "--kafka 3.9.2" \
+		"--kafka 3.9.2 --guarantee at_least_once --bounces 1 --duration 30 --commit-interval-ms 2000 --expect-failure" \
+		"--kafka $(EOS_KAFKA_4) --brokers 1" \
+		"--kafka 3.9.2 --brokers 3 --leader-kills 2" \
+		"--kafka 3.9.2 --brokers 3 --leader-kills 2 --client streams"; do \
+		echo "== python -m tools eos-kafka $$run"; \
+		$(BIN)/python -m tools eos-kafka $$run || failed=1; \
+	done; exit $$failed
 
 bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): bench/results/full.*
 	$(BIN)/python -m bench

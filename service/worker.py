@@ -128,7 +128,10 @@ class Worker:
             await asyncio.to_thread(self.built.schemas.prepare_outputs)
         pipelines = await self._co_partitioned(self._pipelines)
         self.runtimes = {
-            p.name: PipelineRuntime(p, self.settings, self.metrics, self.clock) for p in pipelines
+            p.name: PipelineRuntime(
+                p, self.settings, self.metrics, self.clock, group_id=self._group_id(p.name)
+            )
+            for p in pipelines
         }
         for runtime in self.runtimes.values():
             runtime.endpoint = self.endpoint
@@ -146,6 +149,9 @@ class Worker:
             self.settings.api_host,
             self.api_port,
         )
+
+    def _group_id(self, stage: str) -> str | None:
+        return None if self.built is None else self.built.group_id_of(stage)
 
     async def _co_partitioned(self, pipelines: list[Pipeline]) -> list[Pipeline]:
         joined = [t for p in pipelines if len(p.sources) > 1 for t in p.sources]
@@ -505,6 +511,7 @@ def prepare(settings: Settings, built: BuiltApp, args: argparse.Namespace) -> No
             allow=args.allow_non_restored_state,
             once=True,
             pipelines=built.stages,
+            group_ids={s.name: built.group_id_of(s.name) for s in built.stages},
         )
         log.info("%s", describe_report(report))
     else:

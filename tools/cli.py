@@ -79,6 +79,12 @@ def _chaos(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _eos_kafka(args: argparse.Namespace) -> int:
+    from tools.kafkaeos.cli import run_cli
+
+    return run_cli(args)
+
+
 def _docs(args: argparse.Namespace) -> int:
     from tools.docs import main as write_docs
 
@@ -98,6 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch", help="download the Kafka jars (once per version) into $EDDY_HOME/kafka"
     )
     kafka_actions.add_parser("start", help="start the local broker, unless one already answers")
+    for action, what in (
+        ("cluster-start", "start a KRaft cluster of --brokers brokers (KAFKA_VERSION) on :19092.."),
+        ("cluster-stop", "stop that cluster and delete its data"),
+    ):
+        cluster = kafka_actions.add_parser(action, help=what)
+        cluster.add_argument(
+            "--brokers", type=int, default=3,
+            help="brokers (replication factor; min.insync.replicas 2 from 2 brokers on)",
+        )  # fmt: skip
     kafka_actions.add_parser(
         "stop", help="stop eddy's local broker (nothing to do if it is not running)"
     )
@@ -286,6 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
     chaos = commands.add_parser("chaos", help="exactly-once chaos runs: faults + verification")
     add_arguments(chaos)
     chaos.set_defaults(handler=_chaos)
+
+    from tools.kafkaeos.cli import add_arguments as eos_arguments
+
+    eos_kafka = commands.add_parser(
+        "eos-kafka", help="Kafka's own exactly-once system test, Eddy as the application"
+    )
+    eos_arguments(eos_kafka)
+    eos_kafka.set_defaults(handler=_eos_kafka)
 
     docs = commands.add_parser(
         "docs", help="write the generated tables of the docs (settings, topics) from the code"

@@ -47,6 +47,7 @@ class AgentDef:
     watermark: WatermarkStrategy | None
     default: bool = True
     timer: Handler | None = field(default=None)
+    group_id: str | None = None  # None: <app id>.<agent>
 
     def on_timer(self, function: Handler) -> Handler:
         """Decorate the handler of this agent's timers: ``(timestamp_ms, ctx)``;

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
 
 @dataclass
@@ -77,6 +78,14 @@ class BuiltApp:
     @property
     def views(self) -> list[View]:
         return [view for agent in self.agents.values() for view in agent.views]
+
+    def group_id_of(self, stage: str) -> str:
+        """The consumer group ``stage`` reads in: its agent's ``group_id`` if it
+        named one, else ``<app id>.<stage>``."""
+        for agent in self.agents.values():
+            if agent.group_id is not None and any(s.name == stage for s in agent.stages):
+                return agent.group_id
+        return default_group_id(self.settings, stage)
 
     def agent_of(self, stage: str) -> str:
         for name, agent in self.agents.items():
@@ -129,6 +138,7 @@ class App:
         *,
         name: str | None = None,
         watermark: WatermarkStrategy | None = None,
+        group_id: str | None = None,
     ) -> Stream[Any]:
         """The records of ``topic``, to transform step by step (see Stream).
 
@@ -137,10 +147,12 @@ class App:
                 inside an ``@app.define`` function, the function's name.
             watermark: how event time advances, e.g. BoundedOutOfOrderness(1_000);
                 needed by windows and event-time timers.
+            group_id: the consumer group every stage of the agent reads in,
+                instead of ``<app id>.<stage>`` (see :func:`check_group_id`).
         """
         if name is not None:
             _check_name(name)
-        return Stream(self, topic, name, watermark)
+        return Stream(self, topic, name, watermark, group_id=check_group_id(group_id))
 
     def broadcast(self, topic: Topic[Any]) -> BroadcastStream[Any]:
         """A topic every task reads in full, for ``stream.connect(...)``."""
@@ -179,6 +191,7 @@ class App:
         settings: type[AgentSettings] | None = None,
         watermark: WatermarkStrategy | None = None,
         default: bool = True,
+        group_id: str | None = None,
     ) -> Callable[[Callable[..., Any]], AgentDef]:
         """Decorate ``(async) def f(value, ctx)``: record-at-a-time logic with keyed
         state, timers and awaitable I/O (see :mod:`service.app.agent`).
@@ -187,7 +200,10 @@ class App:
             outputs: every topic the function sends to (``ctx.send(topic, v)``).
             states: its keyed states (for savepoints and queries).
             default: run it unless ``EDDY_AGENTS`` says otherwise.
+            group_id: its consumer group instead of ``<app id>.<agent>`` (see
+                :func:`check_group_id`).
         """
+        check_group_id(group_id)
 
         def decorate(function: Callable[..., Any]) -> AgentDef:
             agent_name = name or function.__name__
@@ -202,6 +218,7 @@ class App:
                 settings,
                 watermark,
                 default,
+                group_id=group_id,
             )
             self._agents[agent_name] = definition
             return definition
@@ -410,10 +427,31 @@ def _declaring(cls: type[AgentSettings], field_name: str) -> type:
     return cls
 
 
+def check_group_id(group_id: str | None) -> str | None:
+    """An agent's own consumer group, for an app that must read in a group that
+    others already know: a group whose offsets a tool or a migration from another
+    framework reads (Kafka Streams' application id, say). Every stage of the
+    agent joins it; several agents may share it, as the sub-topologies of one
+    Kafka Streams application share one group (each stage is assigned only the
+    topics it reads).
+
+    Raises:
+        PlanError: not 1-200 of A-Z a-z 0-9 . _ -.
+    """
+    if group_id is not None and not GROUP_ID.match(group_id):
+        raise PlanError(f"group id {group_id!r}: use 1-200 of A-Z a-z 0-9 . _ -")
+    return group_id
+
+
+def default_group_id(settings: Settings, stage: str) -> str:
+    """A stage's consumer group unless its agent names one."""
+    return f"{settings.app_id}.{stage}"
+
+
 def _check_name(name: str) -> None:
     if not NAME.match(name):
         raise PlanError(f"agent name {name!r}: a letter, then letters, digits or _ (max 64)")
 
 
 def _with_steps(stream: Stream[Any], steps: tuple[Any, ...]) -> Stream[Any]:
-    return Stream(stream.app, stream.topic, stream.name, stream.watermark, steps)
+    return Stream(stream.app, stream.topic, stream.name, stream.watermark, steps, stream.group_id)

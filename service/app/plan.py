@@ -98,6 +98,7 @@ class Compiled:
     topics: list[Topic[Any]] = field(default_factory=list)
     internal: list[Internal] = field(default_factory=list)
     settings: AgentSettings | None = None
+    group_id: str | None = None  # every stage's consumer group; None: one per stage
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,9 @@ def compile_stream(
             outputs.append((terminal.topic, post))
     queryable = [t for t, _ in terminals if isinstance(t, QueryableStep)]
     sinks = [t for t, _ in terminals if isinstance(t, SinkStep)]
-    compiled = Compiled(name, [], topics=[head.topic, *(t for t, _ in outputs)])
+    compiled = Compiled(
+        name, [], topics=[head.topic, *(t for t, _ in outputs)], group_id=head.group_id
+    )
     keyed = None if keyed_at is None else steps[keyed_at]
     windowed = isinstance(keyed, WindowStep) or (
         isinstance(keyed, JoinStep) and keyed.kind in ("window", "cogroup")
@@ -421,7 +424,7 @@ def _input(
     key_at = max((i for i, s in enumerate(pre) if isinstance(s, KeyBy)), default=None)
     stateless = [s for s in pre if isinstance(s, Stateless)]
     if key_at is None:
-        if keyed and topic.key is None:
+        if keyed and not topic.keyed:
             raise PlanError(
                 f"agent {name}: keyed state needs a key, and topic {topic.name} declares "
                 "none: declare Topic(key=...) if producers key its records, or call "
@@ -489,6 +492,7 @@ def _source(
         steps=_compose(steps),
         key=key,
         key_serde=b.key_codec(topic),
+        require_key=check_key and topic.kafka_key,
     )
 
 
@@ -663,7 +667,7 @@ def _state_views(agent: str, states: Sequence[StateDescriptor[Any]]) -> list[Vie
 
 def compile_agent(b: Builder, agent: AgentDef, settings: AgentSettings | None) -> Compiled:
     topic = agent.topic
-    if topic.key is None:
+    if not topic.keyed:
         raise PlanError(
             f"agent {agent.name}: @app.agent keeps keyed state, and topic {topic.name} "
             "declares no key: declare Topic(key=...), or write the agent with "
@@ -679,7 +683,13 @@ def compile_agent(b: Builder, agent: AgentDef, settings: AgentSettings | None) -
         watermark=agent.watermark,
         states=_schemas(agent.states),
     )
-    compiled = Compiled(agent.name, [stage], topics=[topic, *agent.outputs], settings=settings)
+    compiled = Compiled(
+        agent.name,
+        [stage],
+        topics=[topic, *agent.outputs],
+        settings=settings,
+        group_id=agent.group_id,
+    )
     compiled.views += _state_views(agent.name, agent.states)
     return compiled
 

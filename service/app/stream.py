@@ -169,15 +169,18 @@ class Stream(Generic[T]):
         name: str | None,
         watermark: WatermarkStrategy | None,
         steps: tuple[Any, ...] = (),
+        group_id: str | None = None,
     ) -> None:
         self.app = app
         self.topic = topic
         self.name = name
         self.watermark = watermark
         self.steps = steps
+        self.group_id = group_id
 
     def _then(self, step: Any) -> Any:
-        return Stream(self.app, self.topic, self.name, self.watermark, (*self.steps, step))
+        steps = (*self.steps, step)
+        return Stream(self.app, self.topic, self.name, self.watermark, steps, self.group_id)
 
     # -- stateless ------------------------------------------------------------------------
 

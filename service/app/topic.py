@@ -48,6 +48,11 @@ class Topic(Generic[V]):
             A key that decodes to a str is the record's key; another value is
             keyed by its canonical JSON.
         config: topic configs when Eddy creates it (``retention.ms``...).
+        kafka_key: producers key records by something their values do not hold
+            (another framework's topic: a Java producer's String keys next to
+            Integer values, say): each record's key is its Kafka key, read as
+            UTF-8, and a record without one goes to the dead-letter topic.
+            Excludes ``key``.
     """
 
     name: str
@@ -58,8 +63,11 @@ class Topic(Generic[V]):
     serde: Serde[V] | None = None
     key_serde: Serde[Any] | None = None
     config: Mapping[str, str] = field(default_factory=dict)
+    kafka_key: bool = False
 
     def __post_init__(self) -> None:
+        if self.kafka_key and self.key is not None:
+            raise ValueError(f"topic {self.name}: give key= or kafka_key=True, not both")
         if not TOPIC_NAME.match(self.name):
             raise ValueError(f"topic name {self.name!r}: use 1-200 of A-Z a-z 0-9 . _ -")
         if self.partitions is not None and not 1 <= self.partitions <= 10_000:
@@ -95,6 +103,11 @@ class Topic(Generic[V]):
     @property
     def timestamp_of(self) -> Callable[[Any], int] | None:
         return None if self.timestamp is None else accessor(self.timestamp)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether producers key its records, by a key Eddy can read."""
+        return self.key is not None or self.kafka_key
 
     @property
     def key_field(self) -> str | None:

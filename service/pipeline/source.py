@@ -69,6 +69,8 @@ class Source:
     element_serde: Serde[Any] | None = None
     # How Kafka keys are read; None: UTF-8 text.
     key_serde: Serde[Any] | None = None
+    # The Kafka key is the key (Topic(kafka_key=True)): a record without one has none.
+    require_key: bool = False
 
     @property
     def element(self) -> Serde[Any]:
@@ -82,7 +84,7 @@ class Source:
     @property
     def keyed(self) -> bool:
         """Whether every element has a key its stage may keep state under."""
-        return self.key is not None or self.record_key is not None
+        return self.key is not None or self.record_key is not None or self.require_key
 
     def read(self, record: InputRecord, out: Output) -> Read | None:
         """The record's elements, or None after dead-lettering it.
@@ -113,7 +115,12 @@ class Source:
         if self.key_serde is not None:
             return self._decoded_key(record, value, out)
         if self.record_key is None:
-            return None if record.key is None else record.key.decode("utf-8", "replace")
+            if record.key is not None:
+                return record.key.decode("utf-8", "replace")
+            if self.require_key:
+                out.dead_letter(record, f"no key: topic {self.topic} is keyed by its Kafka keys")
+                return False
+            return None
         try:
             key = self.record_key(value)
         except Exception as exc:  # a user function failed on this record: keep the record

@@ -139,7 +139,22 @@ class EddyAssignor:
     def assign(
         self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        topics = sorted({t for meta in members.values() for t in meta.subscription})
+        # Stages of agents that share a consumer group (``group_id``) subscribe to
+        # different topics: each subscription is planned on its own members.
+        by_topics: dict[tuple[str, ...], dict[str, ConsumerProtocolMemberMetadata]] = {}
+        for member_id, meta in members.items():
+            by_topics.setdefault(tuple(sorted(set(meta.subscription))), {})[member_id] = meta
+        assignments: dict[str, ConsumerProtocolMemberAssignment] = {}
+        for topics, subscribers in by_topics.items():
+            assignments.update(self._assign_subscription(cluster, list(topics), subscribers))
+        return assignments
+
+    def _assign_subscription(
+        self,
+        cluster: ClusterMetadata,
+        topics: list[str],
+        members: Mapping[str, ConsumerProtocolMemberMetadata],
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
         counts = {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
         partitions = min(counts.values(), default=0)
         if len(set(counts.values())) > 1:

@@ -18,10 +18,17 @@ from service.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
 class StageClients:
     """Creates, starts and stops a stage's clients; answers what they know."""
 
-    def __init__(self, pipeline: Pipeline, settings: Settings, assignor: EddyAssignor) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        settings: Settings,
+        assignor: EddyAssignor,
+        group_id: str | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.settings = settings
-        self.group_id = f"{settings.app_id}.{pipeline.name}"
+        # The agent's own group if it named one (App.stream/agent group_id).
+        self.group_id = group_id or f"{settings.app_id}.{pipeline.name}"
         self.changelog = changelog_topic(settings, pipeline.name)
         self.partition_count = 0
         self.topic_counts: dict[str, int] = {}

@@ -57,6 +57,7 @@ class PipelineRuntime:
         settings: Settings,
         metrics: Metrics,
         clock: Clock | None = None,
+        group_id: str | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.settings = settings
@@ -70,7 +71,7 @@ class PipelineRuntime:
         self._assignor = EddyAssignor(
             settings.num_standby_replicas, self._local_state, lambda: self.endpoint
         )
-        self.clients = StageClients(pipeline, settings, self._assignor)
+        self.clients = StageClients(pipeline, settings, self._assignor, group_id)
         self.group_id = self.clients.group_id
         self.changelog = self.clients.changelog
         self.standby = StandbyReplicas(settings, self.name, self.changelog, self.stores, metrics)

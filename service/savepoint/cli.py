@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Mapping
 
 from service.client import WorkerClient, worker_url
 from service.pipeline.base import Pipeline
@@ -19,9 +20,14 @@ def run_savepoint(args: argparse.Namespace) -> int:
     app, settings = load_app_and_settings(getattr(args, "app", None))
     if args.action != "restore":
         return run_kind("savepoint", args, settings)
-    stages = app.build(settings).stages
+    built = app.build(settings)
     report = restore_from(
-        settings, args.id, allow=args.allow_non_restored_state, once=False, pipelines=stages
+        settings,
+        args.id,
+        allow=args.allow_non_restored_state,
+        once=False,
+        pipelines=built.stages,
+        group_ids={s.name: built.group_id_of(s.name) for s in built.stages},
     )
     print(describe_report(report))
     return 0
@@ -52,11 +58,20 @@ def restore_from(
     allow: bool,
     once: bool,
     pipelines: list[Pipeline],
+    group_ids: Mapping[str, str] | None = None,
 ) -> RestoreReport:
     """Restore the app's stages from savepoint ``reference`` (blocking)."""
     root, manifest = catalog.locate(settings, reference)
     return asyncio.run(
-        restore(settings, pipelines, root, manifest, allow_non_restored_state=allow, once=once)
+        restore(
+            settings,
+            pipelines,
+            root,
+            manifest,
+            allow_non_restored_state=allow,
+            once=once,
+            group_ids=group_ids,
+        )
     )
 
 

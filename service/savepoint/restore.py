@@ -88,12 +88,15 @@ async def restore(
     *,
     allow_non_restored_state: bool = False,
     once: bool = False,
+    group_ids: Mapping[str, str] | None = None,
 ) -> RestoreReport:
     """Make ``settings.app_id``'s state and offsets those of the savepoint.
 
     Args:
         once: skip pipelines already restored from this savepoint (a worker started
             with ``--from-savepoint`` that restarts must not rewind again).
+        group_ids: the consumer group of each stage whose agent names its own
+            (``BuiltApp.group_id_of``); the others read in ``<app id>.<stage>``.
 
     Raises:
         SavepointIncompatibleError: the savepoint does not fit the code or topics.
@@ -106,7 +109,14 @@ async def restore(
     for name, pipeline_plan in plan.pipelines.items():
         report.pipelines.append(
             await _restore_pipeline(
-                settings, by_name[name], root, manifest, plan, pipeline_plan, once=once
+                settings,
+                by_name[name],
+                root,
+                manifest,
+                plan,
+                pipeline_plan,
+                once=once,
+                group_id=(group_ids or {}).get(name, f"{settings.app_id}.{name}"),
             )
         )
     await asyncio.to_thread(catalog.clear_stopped, settings)
@@ -122,14 +132,14 @@ async def _restore_pipeline(
     pipeline_plan: PipelinePlan,
     *,
     once: bool,
+    group_id: str,
 ) -> PipelineRestored:
     name = pipeline.name
-    group_id = f"{settings.app_id}.{name}"
     changelog = changelog_topic(settings, name)
     saved_count = pipeline_plan.saved_partitions
     count = await _input_partitions(settings, pipeline, saved_count)
     check_rescale(manifest, name, count)
-    await _check_idle(settings, group_id)
+    await _check_idle(settings, group_id, name)
     await _changelog_with(settings, changelog, count)
     done = PipelineRestored(name, saved_count, count)
     marker = str(manifest["snapshot_id"]).encode()
@@ -303,7 +313,7 @@ async def _changelog_with(settings: Settings, changelog: str, count: int) -> Non
     await ensure_topics(settings, [TopicSpec(changelog, count, COMPACTED)])
 
 
-async def _check_idle(settings: Settings, group_id: str) -> None:
+async def _check_idle(settings: Settings, group_id: str, stage: str) -> None:
     admin = admin_client(settings)
     await admin.start()
     try:
@@ -315,6 +325,6 @@ async def _check_idle(settings: Settings, group_id: str) -> None:
             if group["group"] == group_id and group["members"]:
                 raise ActiveWorkersError(
                     f"{len(group['members'])} worker(s) of {settings.app_id} are running "
-                    f"{group_id.split('.', 1)[1]}: stop them first "
+                    f"{stage}: stop them first "
                     "(python -m service stop --savepoint), then resume from the savepoint"
                 )

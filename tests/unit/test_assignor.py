@@ -96,3 +96,30 @@ def test_every_member_learns_every_partitions_owner_endpoint() -> None:
     assert sorted(expected) == list(range(6))
     assert a.owners == b.owners == expected
     assert set(expected.values()) == {"http://a:8000", "http://b:8000"}
+
+
+def test_stages_sharing_a_group_each_get_every_partition_of_their_own_topics() -> None:
+    """Two agents with one ``group_id`` (as Kafka Streams' sub-topologies share an
+    application id): a worker's consumer of ``data`` is never handed ``repartition``."""
+    from service.runtime.assignor import EddyAssignor
+
+    class Cluster:
+        def partitions_for_topic(self, topic: str) -> set[int]:
+            return set(range(5))
+
+    assignor = EddyAssignor(0, lambda: (frozenset(), {}))
+    metadata = {
+        f"{worker}-{topic}": assignor.metadata([topic])
+        for worker in ("w1", "w2", "w3")
+        for topic in ("data", "repartition")
+    }
+    assignments = assignor.assign(Cluster(), metadata)  # type: ignore[arg-type]
+    for topic in ("data", "repartition"):
+        handed = [
+            (t, p)
+            for member_id, assignment in assignments.items()
+            if member_id.endswith(f"-{topic}")
+            for t, partitions in assignment.assignment
+            for p in partitions
+        ]
+        assert sorted(handed) == [(topic, p) for p in range(5)]

@@ -7,6 +7,7 @@ and imports the harness itself when the command runs.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 EPILOG = """examples:
   python -m tools chaos --seed 7                       one exactly-once run, every fault kind
@@ -57,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration", type=float, default=0.0,
         help="seconds to produce the input over (default: about 8 s per fault)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--brokers", type=int, default=0,
+        help="0: the local broker; N: a KRaft cluster of N brokers (KAFKA_VERSION) on "
+        ":19092.., replication N, min.insync.replicas 2, where broker faults kill a leader",
     )  # fmt: skip
     parser.add_argument("--keep-topics", action="store_true", help="keep a passing run's topics")
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failing seed")
@@ -122,20 +128,43 @@ def run_cli(args: argparse.Namespace) -> int:
         )
         schedules = [make_schedule(replace(base, seed=seed)) for seed in seeds]
     results = []
-    for schedule in schedules:
-        result = asyncio.run(
-            run_chaos(
-                schedule,
-                expect_duplicates=args.expect_duplicates,
-                root=Path(args.out) if args.out else None,
-                console=console,
-                keep_topics=args.keep_topics,
+    brokers = _cluster(args.brokers, console)
+    try:
+        for schedule in schedules:
+            result = asyncio.run(
+                run_chaos(
+                    schedule,
+                    expect_duplicates=args.expect_duplicates,
+                    root=Path(args.out) if args.out else None,
+                    console=console,
+                    keep_topics=args.keep_topics,
+                    brokers=brokers,
+                )
             )
-        )
-        render(result, console)
-        results.append(result)
-        if args.fail_fast and not result.passed:
-            break
+            render(result, console)
+            results.append(result)
+            if args.fail_fast and not result.passed:
+                break
+    finally:
+        if brokers is not None:
+            brokers.wipe()
     if len(results) > 1:
         render_summary(results, console)
     return 0 if all(r.passed for r in results) else 1
+
+
+def _cluster(nodes: int, console: Any) -> Any:
+    """Start a cluster of ``nodes`` brokers and point the run's settings at it
+    (``EDDY_BOOTSTRAP_SERVERS``, ``EDDY_REPLICATION_FACTOR``); None for the local broker."""
+    if not nodes:
+        return None
+    import os
+
+    from tools.localkafka.cluster import Brokers
+    from tools.localkafka.config import configured_version
+
+    brokers = Brokers(configured_version(), nodes)
+    console.print(f"starting {nodes} Kafka broker(s) in {brokers.home}", markup=False)
+    os.environ["EDDY_BOOTSTRAP_SERVERS"] = brokers.start()
+    os.environ["EDDY_REPLICATION_FACTOR"] = str(nodes)
+    return brokers

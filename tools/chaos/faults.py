@@ -29,6 +29,8 @@ from tools.chaos.cluster import Cluster, WorkerDown, WorkerProc, excerpt
 from tools.chaos.errors import ChaosError
 from tools.chaos.kafkaio import Feeder, GroupLag
 from tools.chaos.schedule import Fault, FaultKind, RunConfig
+from tools.localkafka.cluster import Brokers
+from tools.localkafka.cluster import leaders as partition_leaders
 
 TERM_TIMEOUT_S = 30.0
 PROGRESS_TIMEOUT_S = 120.0
@@ -58,6 +60,14 @@ class Finding:
     excerpt: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class LeaderKills:
+    """A run on a cluster: its broker faults kill the leader of a ``topic`` partition."""
+
+    brokers: Brokers
+    topic: str
+
+
 class Injector:
     def __init__(
         self,
@@ -68,8 +78,10 @@ class Injector:
         groups: GroupLag,
         run_dir: Path,
         on_change: Callable[[str], None] = lambda _: None,
+        brokers: LeaderKills | None = None,
     ) -> None:
         self.config = config
+        self.brokers = brokers
         self.faults = faults
         self.cluster = cluster
         self.feeder = feeder
@@ -244,6 +256,9 @@ class Injector:
         return False
 
     async def _broker(self, fault: Fault, record: FaultRecord) -> None:
+        if self.brokers is not None:
+            await self._leader(fault, record, self.brokers)
+            return
         pid = localkafka.running_pid()
         if pid is None:
             raise WorkerDown("eddy's local broker is not running: cannot kill it")
@@ -266,6 +281,29 @@ class Injector:
         await self.cluster.wait_settled()
         if not await self._progress_since(before):
             self._finding(record, f"no commit progress {PROGRESS_TIMEOUT_S:.0f} s after broker")
+        record.recovery_s = round(time.monotonic() - killed, 2)
+
+    async def _leader(self, fault: Fault, record: FaultRecord, kills: LeaderKills) -> None:
+        """On a cluster: kill -9 the broker leading a partition of a topic written in
+        transactions, while they are open; the others keep the partition writable
+        (replication 3, min.insync.replicas 2). Then start it again."""
+        before = await self.groups.positions()
+        leaders = await partition_leaders(self.cluster.settings.bootstrap_servers, kills.topic)
+        partition = record.index % len(leaders)
+        node = leaders[partition]
+        killed = time.monotonic()
+        await asyncio.to_thread(kills.brokers.kill, node)
+        await asyncio.sleep(fault.pause_s)
+        await asyncio.to_thread(kills.brokers.start_node, node)
+        record.notes.append(
+            f"broker {node}, leader of {kills.topic}[{partition}], killed, down "
+            f"{fault.pause_s:.1f} s, back after {time.monotonic() - killed:.1f} s"
+        )
+        await self.cluster.wait_settled()
+        if not await self._progress_since(before):
+            self._finding(
+                record, f"no commit progress {PROGRESS_TIMEOUT_S:.0f} s after leader kill"
+            )
         record.recovery_s = round(time.monotonic() - killed, 2)
 
     async def _start_broker(self, attempts: int = 3) -> None:

@@ -33,7 +33,7 @@ from tools import localkafka
 from tools.chaos import reference, rest, workload
 from tools.chaos.cluster import Cluster, WorkerDown, excerpt
 from tools.chaos.errors import ChaosError
-from tools.chaos.faults import Finding, Injector
+from tools.chaos.faults import Finding, Injector, LeaderKills
 from tools.chaos.kafkaio import Feeder, GroupLag, LiveReader, check_markers, delete_topics
 from tools.chaos.kafkaio import read_topics as read
 from tools.chaos.recompute import checker_aggregates
@@ -54,6 +54,7 @@ from tools.chaos.verify import (
     is_malformed,
     sensor_expectation,
 )
+from tools.localkafka.cluster import Brokers
 
 DRAIN_TIMEOUT_S = 240.0
 DRAIN_STABLE_S = 3.0
@@ -92,8 +93,10 @@ class ChaosRun:
         root: Path | None = None,
         console: Console | None = None,
         keep_topics: bool = False,
+        brokers: Brokers | None = None,
     ) -> None:
         cfg = schedule.config
+        self.brokers = brokers  # a cluster: broker faults kill a partition leader
         tag = uuid.uuid4().hex[:8]
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-seed{cfg.seed}-{tag}"
         self.run_dir = ((root or eddy_home() / "chaos") / self.run_id).resolve()
@@ -131,10 +134,11 @@ class ChaosRun:
     async def execute(self) -> RunResult:
         started = time.monotonic()
         broker_faults = FaultKind.BROKER in {f.kind for f in self.schedule.faults}
-        if broker_faults and localkafka.running_pid() is None:
+        if broker_faults and self.brokers is None and localkafka.running_pid() is None:
             raise ChaosError(
                 "broker faults need eddy's own local broker: start it with "
-                "`python -m tools kafka start` (or leave out --faults broker)"
+                "`python -m tools kafka start`, run on a cluster (--brokers 3) "
+                "or leave out --faults broker"
             )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save(self.schedule, self.run_dir / "schedule.json")
@@ -237,6 +241,9 @@ class ChaosRun:
                 self._groups(),
                 self.run_dir,
                 on_change=lambda text: progress.update(bar, status=text),
+                brokers=None
+                if self.brokers is None
+                else LeaderKills(self.brokers, self.topics["echo"]),
             )
             stop = asyncio.Event()
             supervisor = asyncio.create_task(cluster.supervise(stop))
@@ -252,6 +259,10 @@ class ChaosRun:
                 self.result.notes.append(f"{failed} input sends failed and were re-sent")
             progress.update(bar, status="draining")
         return feeder
+
+    def _leader_kills(self) -> LeaderKills | None:
+        # The checker's echo: written in transactions by every task, all run long.
+        return None if self.brokers is None else LeaderKills(self.brokers, self.topics["echo"])
 
     def _groups(self) -> GroupLag:
         """Every stage's consumer group (``<app_id>.<stage>``) and inputs."""

@@ -300,6 +300,11 @@ def prepare_storage(lay: Layout, say: Callable[[str], None]) -> str:
     return str(cluster_id)
 
 
+def terminate(pid: int, timeout_s: float) -> None:
+    """Stop broker ``pid`` (SIGTERM, then SIGKILL after ``timeout_s``)."""
+    _terminate(pid, timeout_s)
+
+
 def _terminate(pid: int, timeout_s: float, on_tick: Callable[[float], None] | None = None) -> None:
     """SIGTERM first: Kafka's controlled shutdown flushes logs so the next start is quick."""
     with contextlib.suppress(ProcessLookupError):

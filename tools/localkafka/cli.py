@@ -1,4 +1,5 @@
-"""``python -m tools kafka fetch|start|stop|status`` (``make kafka-*``)."""
+"""``python -m tools kafka fetch|start|stop|status|cluster-start|cluster-stop``
+(``make kafka-*``)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,26 @@ def run(args: argparse.Namespace) -> int:
         localkafka.stop(console=console)
     elif action == "status":
         return _status(console, as_json=getattr(args, "json", False))
+    elif action in ("cluster-start", "cluster-stop"):
+        _cluster(console, action, args.brokers)
     else:  # argparse's subcommands make this unreachable from the command line
         raise ValueError(f"unknown kafka action {action!r}")
     return 0
+
+
+def _cluster(console: Console, action: str, nodes: int) -> None:
+    from tools.localkafka.cluster import Brokers
+    from tools.localkafka.config import configured_version
+
+    brokers = Brokers(configured_version(), nodes)
+    if action == "cluster-stop":
+        brokers.wipe()
+        console.print(f"cluster in {brokers.home} stopped, data deleted", markup=False)
+        return
+    bootstrap = brokers.start()
+    console.print(
+        f"Kafka {brokers.version} x{nodes}: EDDY_BOOTSTRAP_SERVERS={bootstrap}", markup=False
+    )
 
 
 def _status(console: Console, *, as_json: bool = False) -> int:

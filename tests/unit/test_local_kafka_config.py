@@ -150,8 +150,11 @@ def test_every_checkout_drives_the_broker_another_one_started(
     (other / "broker.pid").write_text(f"{os.getpid()}\n")  # a live pid
     config.record_running(other)
     assert home_dir() == other
-    (other / "broker.pid").write_text("999999999\n")  # it died
+    (other / "broker.pid").write_text("999999999\n")  # killed: it comes back there
+    assert home_dir() == other
+    (other / "broker.pid").unlink()  # its folder was cleaned away: the record is stale
     assert home_dir() == tmp_path / "clone" / "kafka"
+    (other / "broker.pid").write_text(f"{os.getpid()}\n")
     config.record_running(None)
     assert not no_running_broker.exists()
 

@@ -378,10 +378,11 @@ def start_unlocked(
 def stop_unlocked(lay: Layout, on_tick: Callable[[float], None] | None = None) -> int | None:
     """Returns the stopped pid, or None when nothing of ours was running."""
     pid = running_pid(lay)
+    ours = running_home() == lay.home  # before the pid file goes: it makes the record
     if pid is not None:
         _terminate(pid, STOP_TIMEOUT_S, on_tick)
     lay.pid_file.unlink(missing_ok=True)
-    if running_home() == lay.home:
+    if ours:
         record_running(None)
     if lay.meta_file.exists():
         _write_meta(lay, pid=None)

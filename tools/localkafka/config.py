@@ -74,23 +74,27 @@ RUNNING_HOME = Path(tempfile.gettempdir()) / f"eddy-local-kafka-{BROKER_PORT}.ho
 
 
 def home_dir() -> Path:
-    """``$EDDY_LOCAL_KAFKA_DIR`` if set; else the folder of the local broker already
-    running on this machine, if any; else ``$EDDY_HOME/kafka`` (service/paths.py),
-    so every command and test given one EDDY_HOME (make exports it) shares one broker."""
+    """``$EDDY_LOCAL_KAFKA_DIR`` if set; else the folder of the local broker this
+    machine runs (or ran, if it was killed rather than stopped), if any; else
+    ``$EDDY_HOME/kafka`` (service/paths.py), so every command and test given one
+    EDDY_HOME (make exports it) shares one broker."""
     if override := os.environ.get(HOME_ENV):
         return Path(override).expanduser().resolve()
     return running_home() or eddy_home() / "kafka"
 
 
 def running_home() -> Path | None:
-    """The recorded folder of the broker on this machine, while its pid is alive."""
+    """The recorded folder of the machine's broker, until it is stopped cleanly.
+
+    A broker killed with ``kill -9`` (a chaos fault, a crash) keeps its record: it
+    must come back in its own folder, with its topics, whichever checkout starts it
+    again. A record whose folder is gone is stale.
+    """
     try:
         home = Path(RUNNING_HOME.read_text().strip())
-        pid = int((home / "broker.pid").read_text().strip())
-        os.kill(pid, 0)
     except (OSError, ValueError):
         return None
-    return home
+    return home if (home / "broker.pid").is_file() else None
 
 
 def record_running(home: Path | None) -> None:

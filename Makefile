@@ -107,7 +107,7 @@ kubectl: ## check for kubectl, install it with apt-get if a source has it
 		{ echo "make: install kubectl 1.27 or newer (https://kubernetes.io/docs/tasks/tools/)" >&2; exit 1; }
 
 test: lint kafka-jars registry-jar browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -m "not slow" -q --durations=20
 
 # CHAOS_BROKERS=3: on a three-broker cluster (replication 3, min.insync.replicas 2), where
 # the broker faults kill a partition leader (docs/chaos.md).

@@ -28,7 +28,7 @@ from service.app import queries
 from service.app.app import App, BuiltApp
 from service.app.loader import load_app
 from service.app.plan import View
-from service.app.queries import StateValue, UnknownKeyError, WindowPage
+from service.app.queries import ServedStage, StateValue, UnknownKeyError, WindowPage
 from service.errors import ConfigError, EddyError
 from service.eventtime import MIN_WATERMARK, Clock, SystemClock, TimeWindow
 from service.jobs import JobsView, Scope
@@ -57,7 +57,59 @@ class ApiServer(uvicorn.Server):
         yield
 
 
-class Worker:
+class AgentReads:
+    """The read routes of an app's agents, whatever serves their stages: a worker's
+    own tasks, or the query process's secondary instances of its ingest processes'
+    stores. Subclasses say how a stage is served."""
+
+    built: BuiltApp | None
+
+    def _served(self, stage: str) -> ServedStage:
+        raise NotImplementedError
+
+    def view(self, agent: str, name: str) -> View:
+        """An agent's ``windows`` view or one of its queryable states.
+
+        Raises:
+            UnknownKeyError: the agent or view does not exist (or not on this worker).
+        """
+        return find_view(self.built, agent, name)
+
+    def windows(
+        self,
+        agent: str,
+        key: str,
+        from_ms: int,
+        to_ms: int,
+        limit: int,
+        *,
+        newest_first: bool = False,
+    ) -> WindowPage:
+        view = self.view(agent, "windows")
+        stage = self._served(view.stage)
+        return queries.windows(stage, key, from_ms, to_ms, limit, newest_first=newest_first)
+
+    def state(self, agent: str, state: str, key: str) -> StateValue:
+        view = self.view(agent, state)
+        return queries.state(self._served(view.stage), view, key)
+
+    def owner(self, agent: str, key: str) -> queries.Owner:
+        return queries.owner_of(self._served(stage_of(self.built, agent)), key)
+
+    def keys(
+        self, agent: str, name: str, prefix: str, after: str | None, limit: int
+    ) -> tuple[list[str], list[int]]:
+        view = self.view(agent, name)
+        return queries.local_keys(self._served(view.stage), view, prefix, after, limit)
+
+    def window_slice(
+        self, agent: str, window_start_ms: int | None
+    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
+        view = self.view(agent, "windows")
+        return queries.window_slice(self._served(view.stage), window_start_ms)
+
+
+class Worker(AgentReads):
     """Runs an app's stages and serves their state. Implements :class:`api.backend.Backend`."""
 
     def __init__(
@@ -238,47 +290,6 @@ class Worker:
     def views(self) -> list[View]:
         """Every view of the agents this worker runs."""
         return [] if self.built is None else self.built.views
-
-    def view(self, agent: str, name: str) -> View:
-        """An agent's ``windows`` view or one of its queryable states.
-
-        Raises:
-            UnknownKeyError: the agent or view does not exist (or not on this worker).
-        """
-        return find_view(self.built, agent, name)
-
-    def windows(
-        self,
-        agent: str,
-        key: str,
-        from_ms: int,
-        to_ms: int,
-        limit: int,
-        *,
-        newest_first: bool = False,
-    ) -> WindowPage:
-        view = self.view(agent, "windows")
-        stage = self._served(view.stage)
-        return queries.windows(stage, key, from_ms, to_ms, limit, newest_first=newest_first)
-
-    def state(self, agent: str, state: str, key: str) -> StateValue:
-        view = self.view(agent, state)
-        return queries.state(self._served(view.stage), view, key)
-
-    def owner(self, agent: str, key: str) -> queries.Owner:
-        return queries.owner_of(self._served(stage_of(self.built, agent)), key)
-
-    def keys(
-        self, agent: str, name: str, prefix: str, after: str | None, limit: int
-    ) -> tuple[list[str], list[int]]:
-        view = self.view(agent, name)
-        return queries.local_keys(self._served(view.stage), view, prefix, after, limit)
-
-    def window_slice(
-        self, agent: str, window_start_ms: int | None
-    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
-        view = self.view(agent, "windows")
-        return queries.window_slice(self._served(view.stage), window_start_ms)
 
     def agents(self) -> dict[str, list[str]]:
         """Each agent on this worker and the stages it runs as."""

@@ -19,8 +19,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from service.app import queries
 from service.app.app import BuiltApp
 from service.app.plan import View
-from service.app.queries import StateValue, UnknownKeyError, WindowPage
-from service.eventtime import MIN_WATERMARK, Clock, TimeWindow
+from service.app.queries import UnknownKeyError
+from service.eventtime import MIN_WATERMARK, Clock
 from service.jobs import Scope, whole_view
 from service.metrics import Metrics
 from service.operations import Operation, Operations
@@ -33,10 +33,10 @@ from service.savepoint.stop import AppStopper, Phase
 from service.settings import Settings
 from service.snapshot.catalog import Kind
 from service.snapshot.take import take_everywhere
-from service.worker import agent_of, find_view, stage_of
+from service.worker import AgentReads, agent_of, stage_of
 
 
-class QueryPlane:
+class QueryPlane(AgentReads):
     """The query process's :class:`api.backend.Backend` (and operations, jobs)."""
 
     def __init__(
@@ -49,7 +49,7 @@ class QueryPlane:
         endpoint: Callable[[], str],
     ) -> None:
         self.settings = settings
-        self.built = built
+        self.built: BuiltApp = built
         self.clock = clock
         self.metrics = Metrics()  # REST latency; ingest's come from the processes
         self.operations = Operations(clock)
@@ -90,6 +90,9 @@ class QueryPlane:
 
     def _stage(self, name: str) -> LocalStage:
         return LocalStage(name, self._reports(), self._secondaries, self._endpoint())
+
+    def _served(self, stage: str) -> LocalStage:
+        return self._stage(stage)
 
     def _stage_names(self) -> list[str]:
         return sorted({name for _, _, report in self._reports() for name in report.stages})
@@ -132,39 +135,6 @@ class QueryPlane:
 
     def agents(self) -> dict[str, list[str]]:
         return {a: [s.name for s in c.stages] for a, c in self.built.agents.items()}
-
-    def windows(
-        self,
-        agent: str,
-        key: str,
-        from_ms: int,
-        to_ms: int,
-        limit: int,
-        *,
-        newest_first: bool = False,
-    ) -> WindowPage:
-        view = find_view(self.built, agent, "windows")
-        stage = self._stage(view.stage)
-        return queries.windows(stage, key, from_ms, to_ms, limit, newest_first=newest_first)
-
-    def state(self, agent: str, state: str, key: str) -> StateValue:
-        view = find_view(self.built, agent, state)
-        return queries.state(self._stage(view.stage), view, key)
-
-    def owner(self, agent: str, key: str) -> queries.Owner:
-        return queries.owner_of(self._stage(stage_of(self.built, agent)), key)
-
-    def keys(
-        self, agent: str, name: str, prefix: str, after: str | None, limit: int
-    ) -> tuple[list[str], list[int]]:
-        view = find_view(self.built, agent, name)
-        return queries.local_keys(self._stage(view.stage), view, prefix, after, limit)
-
-    def window_slice(
-        self, agent: str, window_start_ms: int | None
-    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
-        view = find_view(self.built, agent, "windows")
-        return queries.window_slice(self._stage(view.stage), window_start_ms)
 
     def remote_owners(self, agent: str) -> dict[str, list[int]]:
         return queries.remote_owners(self._stage(stage_of(self.built, agent)))

@@ -10,10 +10,11 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors, forward
+from api import errors, fastpath, forward
 from api.auth import require_token
 from api.backend import Backend
 from api.errors import PROBLEM_RESPONSES
+from api.fastpath import PointAnswer
 from api.routes import agents, dashboard, health, jobs, metrics, snapshots, tables
 
 if TYPE_CHECKING:
@@ -73,20 +74,25 @@ def _install(
     for module in (metrics, agents, tables, snapshots, jobs):
         app.include_router(module.router, dependencies=guarded, responses=unauthorized)
     app.include_router(snapshots.internal, dependencies=guarded)
-    generated = agents.install_views(app, backend.views(), guarded)
+    installed = agents.install_views(app, backend.views(), guarded)
+    points = [(installed.routes[path], answer) for path, answer in installed.point_answers.items()]
     if user_app is not None:
         app.include_router(user_app.router, dependencies=guarded, responses=unauthorized)
-        _aliases(app, generated, user_app.aliases, guarded)
+        points += _aliases(app, installed, user_app.aliases, guarded)
+    fastpath.install(app, points, backend, api_token)
+    # Added last, so it is outermost: the fast path's answers are timed too.
     if observe is not None:
         _time_requests(app, observe)
 
 
 def _aliases(
-    app: FastAPI, routes: dict[str, APIRoute], aliases: dict[str, str], guard: list[Any]
-) -> None:
-    """Each alias path serves its target route (same handler, same schema)."""
+    app: FastAPI, installed: agents.Installed, aliases: dict[str, str], guard: list[Any]
+) -> list[tuple[APIRoute, PointAnswer]]:
+    """Each alias path serves its target route (same handler, same schema). Returns
+    the aliases of point queries, with the fast path's answer of their target."""
+    points: list[tuple[APIRoute, PointAnswer]] = []
     for alias, target in aliases.items():
-        route = routes.get(target)
+        route = installed.routes.get(target)
         if route is None:
             continue  # the target agent does not run on this worker
         app.add_api_route(
@@ -99,6 +105,11 @@ def _aliases(
             tags=["aliases"],
             dependencies=guard,
         )
+        added = app.router.routes[-1]
+        answer = installed.point_answers.get(target)
+        if answer is not None and isinstance(added, APIRoute):
+            points.append((added, answer))
+    return points
 
 
 def _time_requests(app: FastAPI, observe: Observe) -> None:

@@ -21,6 +21,7 @@ from bench.contenders import BY_NAME, Input, Launched, input_topic
 from bench.drain import drain
 from bench.errors import BenchError
 from bench.latency import LiveLoad, ResultReader, latencies, percentile
+from bench.procs import own_cpu_ms
 from bench.restload import RestLoad, probe
 from bench.run import Run, fresh_app_id, progress, start
 from bench.workload import shape_for
@@ -204,6 +205,9 @@ def rest_during_ingest(run: Run, inp: Input) -> dict[str, Any]:
         _wait_ready(launched)
         load.start()
         harness_cpu_s = time.process_time()
+        # The worker's own process answers the queries; its ingest processes are its
+        # children. Its CPU per request is what decides how much load it can take.
+        query_cpu_ms = own_cpu_ms(launched.proc.pid)
         with progress(run.console) as bar:
             task = bar.add_task(f"{label:<28}", total=inp.records)
             measured = drain(
@@ -211,6 +215,7 @@ def rest_during_ingest(run: Run, inp: Input) -> dict[str, Any]:
                 on_progress=lambda n: bar.update(task, completed=n),
             )  # fmt: skip
         harness_cpu_s = time.process_time() - harness_cpu_s
+        query_cpu_ms = own_cpu_ms(launched.proc.pid) - query_cpu_ms
     finally:
         load.stop()
         launched.proc.stop()
@@ -232,10 +237,12 @@ def rest_during_ingest(run: Run, inp: Input) -> dict[str, Any]:
         "slowdown_pct": round((1 - measured.events_per_s / base) * 100, 1) if base else 0.0,
         "drain": measured.to_json(),
         "harness_cpu_pct": round(harness_cpu_s * 100_000 / max(1, measured.elapsed_ms)),
+        "query_cpu_us_per_request": round(query_cpu_ms * 1_000 / max(1, len(lat_ms))),
     }
     run.console.print(
         f"  REST at {row['rate_per_s']}/s: p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms; "
-        f"ingest {row['ingest_per_s']:,}/s vs {base:,}/s ({row['slowdown_pct']} % slower)"
+        f"ingest {row['ingest_per_s']:,}/s vs {base:,}/s ({row['slowdown_pct']} % slower); "
+        f"query process {row['query_cpu_us_per_request']} CPU µs per request"
     )
     return row
 

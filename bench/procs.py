@@ -33,16 +33,22 @@ def _tree(pid: int) -> list[int]:
 
 def cpu_ms(pid: int) -> int:
     """User + system CPU of ``pid`` and its live descendants, in milliseconds."""
-    ticks = 0
-    for p in _tree(pid):
-        try:
-            stat = Path(f"/proc/{p}/stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces: fields start after its closing ')'.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks * 1_000 // TICKS_PER_S
+    return sum(_ticks(p) for p in _tree(pid)) * 1_000 // TICKS_PER_S
+
+
+def own_cpu_ms(pid: int) -> int:
+    """User + system CPU of ``pid`` alone (not its children), in milliseconds."""
+    return _ticks(pid) * 1_000 // TICKS_PER_S
+
+
+def _ticks(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    # The command name may hold spaces: fields start after its closing ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
 
 
 def peak_rss_bytes(pid: int) -> int:

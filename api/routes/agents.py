@@ -23,24 +23,26 @@ A request for a key another worker owns is forwarded there (``api/forward.py``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_type_hints, is_typeddict
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
+from api.backend import Backend
 from api.deps import BackendDep
 from api.errors import PROBLEM_RESPONSES, BadRequestError
+from api.fastpath import PointAnswer, plain_int
 from api.forward import ask_owners
-from api.params import FromMs, Key, Limit, ToMs, page_limit
+from api.params import MAX_TIME_MS, FromMs, Key, Limit, ToMs, page_limit
 from api.schemas import Freshness
 from service.app.plan import View
 from service.app.queries import key_order
 
 router = APIRouter(prefix="/agents", tags=["agents"])
 Name = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
-MAX_TIME_MS = 2**62
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -159,17 +161,27 @@ def _info(view: View) -> ViewInfo:
 # -- typed routes, one set per view ------------------------------------------------------------
 
 
-def install_views(app: FastAPI, views: list[View], guard: list[Any]) -> dict[str, APIRoute]:
-    """Add the typed routes of every view (see the module docstring); return them
-    by path, for aliases."""
+@dataclass
+class Installed:
+    """The typed routes, by path (for aliases), and the point queries among them
+    that api/fastpath.py may answer, by path too."""
+
+    routes: dict[str, APIRoute]
+    point_answers: dict[str, PointAnswer]
+
+
+def install_views(app: FastAPI, views: list[View], guard: list[Any]) -> Installed:
+    """Add the typed routes of every view (see the module docstring)."""
     typed = APIRouter(prefix="/agents", tags=["agents"])
+    answers: dict[str, PointAnswer] = {}
     for view in views:
         if view.kind == "windows":
-            _window_routes(typed, view)
+            answers[f"/agents/{view.agent}/windows/{{key}}"] = _window_routes(typed, view)
         else:
             _state_route(typed, view)
     app.include_router(typed, dependencies=guard, responses={401: PROBLEM_RESPONSES[401]})
-    return {route.path: route for route in typed.routes if isinstance(route, APIRoute)}
+    routes = {route.path: route for route in typed.routes if isinstance(route, APIRoute)}
+    return Installed(routes, answers)
 
 
 def _camel(name: str) -> str:
@@ -205,7 +217,8 @@ def _value_fields(result_type: Any) -> dict[str, Any]:
     return {"value": (result_type, ...)}
 
 
-def _window_routes(router: APIRouter, view: View) -> None:
+def _window_routes(router: APIRouter, view: View) -> PointAnswer:
+    """Add the view's routes; return how api/fastpath.py answers one key's windows."""
     window = window_model(view)
     page = create_model(
         f"{_camel(view.agent)}Windows",
@@ -223,14 +236,7 @@ def _window_routes(router: APIRouter, view: View) -> None:
         to_ms: ToMs = MAX_TIME_MS,
         limit: Limit = None,
     ) -> Any:
-        size = page_limit(backend, from_ms, to_ms, limit)
-        found = backend.windows(agent, key, from_ms, to_ms, size)
-        return {
-            "key": key,
-            "windows": found.windows,
-            "next_from_ms": found.next_from_ms,
-            "freshness": Freshness.of(backend.worker_id, found.freshness),
-        }
+        return _windows_page(backend, agent, key, from_ms, to_ms, limit)
 
     windows_of.__doc__ = f"{agent}: one key's windows starting in [from_ms, to_ms), oldest first."
     router.add_api_route(
@@ -241,6 +247,44 @@ def _window_routes(router: APIRouter, view: View) -> None:
         responses=_errors(400, 404, 409, 503),
     )
     _slice_route(router, view, window)
+    return _point_answer(agent, TypeAdapter(page))
+
+
+def _windows_page(
+    backend: Backend, agent: str, key: str, from_ms: int, to_ms: int, limit: int | None
+) -> dict[str, Any]:
+    size = page_limit(backend, from_ms, to_ms, limit)
+    found = backend.windows(agent, key, from_ms, to_ms, size)
+    return {
+        "key": key,
+        "windows": found.windows,
+        "next_from_ms": found.next_from_ms,
+        "freshness": Freshness.of(backend.worker_id, found.freshness),
+    }
+
+
+def _point_answer(agent: str, page: TypeAdapter[Any]) -> PointAnswer:
+    """The windows route's answer without FastAPI: its parameters, when each is plain
+    digits within the route's bounds, and its response model's validation and JSON,
+    as FastAPI applies them (so the bytes are the same)."""
+
+    def answer(backend: Backend, key: str, params: Mapping[str, str]) -> bytes | None:
+        from_ms = plain_int(params.get("from_ms", "0"), 0, MAX_TIME_MS)
+        to_ms = plain_int(params.get("to_ms", str(MAX_TIME_MS)), 0, MAX_TIME_MS)
+        limit_text = params.get("limit")
+        limit = None if limit_text is None else plain_int(limit_text, 1, 2**63 - 1)
+        if from_ms is None or to_ms is None or (limit_text is not None and limit is None):
+            return None
+        try:
+            body = _windows_page(backend, agent, key, from_ms, to_ms, limit)
+            return page.dump_json(page.validate_python(body, from_attributes=True), by_alias=True)
+        # Any error at all (a key another worker owns, a restoring partition, a bad
+        # range, a bug) is FastAPI's to answer: it runs the route again and gives the
+        # error its one response, or forwards the request.
+        except Exception:
+            return None
+
+    return answer
 
 
 def _slice_route(router: APIRouter, view: View, window: type[BaseModel]) -> None:

@@ -25,6 +25,7 @@ import os
 import signal
 
 import uvicorn
+import uvloop
 
 from api.app import create_app
 from service.app.app import BuiltApp
@@ -45,7 +46,8 @@ def run_cli(args: argparse.Namespace) -> int:
     built = app.build(settings)
     quiet_logs(settings)
     prepare(settings, built, args)
-    return asyncio.run(run(settings, built, args.processes or settings.worker_processes))
+    # uvloop: libuv's loop serves a query in less CPU than asyncio's selector loop.
+    return uvloop.run(run(settings, built, args.processes or settings.worker_processes))
 
 
 def process_count(asked: int) -> int:

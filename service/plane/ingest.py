@@ -18,6 +18,8 @@ import signal
 import sys
 from pathlib import Path
 
+import uvloop
+
 from service.app.app import BuiltApp
 from service.app.loader import load_app_and_settings
 from service.errors import EddyError
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app, settings = load_app_and_settings()
         quiet_logs(settings)
-        return asyncio.run(run(settings, app.build(settings), args.index, args.status_dir))
+        # uvloop: libuv's loop spends less CPU per fetch and send than asyncio's.
+        return uvloop.run(run(settings, app.build(settings), args.index, args.status_dir))
     except EddyError as exc:
         log.error("%s", exc)
         return 2

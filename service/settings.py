@@ -219,6 +219,17 @@ class Settings(BaseSettings):
     api_max_results: int = Field(
         1_000, ge=1, description="Most window results one REST response may return."
     )
+    api_catch_up_interval_ms: int = Field(
+        200,
+        ge=0,
+        le=60_000,
+        description="`eddy worker` answers REST queries from its ingest processes' "
+        "committed state through RocksDB secondary instances; each follows its store at "
+        "most this often (0: at every checkpoint). A catch-up costs milliseconds of CPU, "
+        "so under heavy query load this bounds that cost; an answer may then be up to "
+        "this much older than the newest checkpoint, and its freshness says which one "
+        "it read.",
+    )
     snapshot_root: str = Field(
         "snapshots",
         min_length=1,

@@ -63,7 +63,7 @@ async def run(settings: Settings, built: BuiltApp, processes: int) -> int:
     endpoint = endpoint_of(settings, sock.getsockname()[1])
     home = settings.state_dir / settings.app_id / ".query"
     supervisor = Supervisor(settings, count, endpoint, home / "status")
-    secondaries = Secondaries(home / "secondary")
+    secondaries = Secondaries(home / "secondary", settings.api_catch_up_interval_ms)
     plane = QueryPlane(
         settings, built, SystemClock(), lambda: supervisor.children, secondaries, lambda: endpoint
     )

@@ -3,7 +3,8 @@ serve, read through secondary instances of their stores.
 
 Per query: the ingest processes' reports say which process serves the key's
 partition (one ``stat`` each when nothing changed); that store's secondary is
-caught up with its primary if the report changed since it last was, and read; then the
+caught up with its primary if the report changed since it last was (and the
+catch-up interval has passed), and read; then the
 report is checked again, and if the partition was closed or reopened meanwhile the
 answer is a 503 instead of what was read (a restore may have been rewriting it).
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 import itertools
 import logging
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,47 +26,75 @@ from tables.secondary import SecondaryStore
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class CaughtUp:
+    """A secondary's last catch-up: the report it followed, the claim that report
+    made on the partition (what an answer read from it reflects), and when."""
+
+    as_of: object
+    claim: Partition
+    at_s: float
+
+
 class Secondaries:
     """One secondary instance per store the query plane reads, opened on first read
     and again when its primary reopens the partition (a new epoch)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self,
+        root: Path,
+        catch_up_interval_ms: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Args:
+        catch_up_interval_ms: the least time between two catch-ups of one store
+            (0: at each new report). A catch-up costs milliseconds of CPU (RocksDB
+            reads the primary's MANIFEST and write-ahead log), and a store's report
+            changes at each checkpoint; answers say which checkpoint they read.
+        clock: monotonic seconds (a fake one in tests).
+        """
         self._root = root
         shutil.rmtree(root, ignore_errors=True)  # a previous run's instances
         self._open: dict[str, tuple[tuple[int, int], SecondaryStore]] = {}
-        self._caught_up_as_of: dict[str, object] = {}  # path -> report identity
+        self._caught_up: dict[str, CaughtUp] = {}
+        self._interval_s = catch_up_interval_ms / 1_000
+        self._clock = clock
         self._names = itertools.count()
 
     def caught_up(
-        self, path: str, pid: int, epoch: int, partition: int, as_of: object = None
-    ) -> SecondaryStore:
-        """The secondary of the store at ``path``, caught up with its primary.
+        self, claim: Partition, pid: int, partition: int, as_of: object = None
+    ) -> tuple[SecondaryStore, Partition]:
+        """The secondary of the store ``claim`` names, caught up with its primary,
+        and the claim it reflects (``claim``, or the one of its last catch-up).
 
-        ``as_of``: the identity of the report that named the store. A primary writes
+        ``as_of``: the identity of the report that made ``claim``. A primary writes
         its store at a checkpoint and then its report, so a secondary caught up
         after that report was written holds that checkpoint at least; while the
         report is unchanged, catching up again would only replay a checkpoint the
-        report does not show yet. Under load this skips most catch-ups, which were
-        most of a query's CPU (None: always catch up).
+        report does not show yet (None: always catch up). A new report is followed
+        once the catch-up interval has passed since the last catch-up.
 
         Raises:
             PartitionUnavailableError: the store cannot be opened or followed now
                 (its process is reopening it).
         """
+        path = claim.path
         held = self._open.get(path)
         try:
-            if held is not None and held[0] == (pid, epoch):
+            if held is not None and held[0] == (pid, claim.epoch):
                 store = held[1]
             else:
                 if held is not None:
                     held[1].close()
                     del self._open[path]
-                    self._caught_up_as_of.pop(path, None)
+                    self._caught_up.pop(path, None)
                 store = SecondaryStore(Path(path), self._root / str(next(self._names)))
-                self._open[path] = ((pid, epoch), store)
-            if as_of is None or self._caught_up_as_of.get(path) != as_of:
+                self._open[path] = ((pid, claim.epoch), store)
+            last = self._caught_up.get(path)
+            now_s = self._clock()
+            if last is None or as_of is None or self._due(last, as_of, now_s):
                 store.catch_up()
-                self._caught_up_as_of[path] = as_of
+                last = self._caught_up[path] = CaughtUp(as_of, claim, now_s)
         # rocksdict raises plain Exceptions (IO errors of RocksDB): a store its
         # process is wiping or moving; the next request opens it afresh.
         except Exception as exc:
@@ -73,7 +103,10 @@ class Secondaries:
             raise PartitionUnavailableError(
                 f"partition {partition} is being reopened", partition, retry_after_s=1
             ) from None
-        return store
+        return store, last.claim
+
+    def _due(self, last: CaughtUp, as_of: object, now_s: float) -> bool:
+        return last.as_of != as_of and now_s - last.at_s >= self._interval_s
 
     def keep_only(self, paths: set[str]) -> None:
         """Close the instances of stores no ingest process serves any more."""
@@ -85,7 +118,7 @@ class Secondaries:
             self._drop(path)
 
     def _drop(self, path: str) -> None:
-        self._caught_up_as_of.pop(path, None)
+        self._caught_up.pop(path, None)
         held = self._open.pop(path, None)
         if held is not None:
             held[1].close()
@@ -160,9 +193,8 @@ class LocalStage:
         served = self._running.get(partition)
         if served is None:
             return None
-        claim = served.partition
-        store = self._secondaries.caught_up(
-            claim.path, served.report.pid, claim.epoch, partition, served.identity
+        store, claim = self._secondaries.caught_up(
+            served.partition, served.report.pid, partition, served.identity
         )
         return ServedPartition(
             partition,

@@ -86,6 +86,7 @@ class Host:
         self.owned = {0: [0, 1, 2], 1: [3, 4]}
         self.restoring = {4}
         self.epochs: dict[int, int] = {}
+        self.offsets: dict[int, int] = {}  # input offsets reported, by partition
         for partition in (0, 1, 2, 3):
             self.stores[partition] = PartitionStore(root / "state" / str(partition))
         self.ready = True
@@ -129,7 +130,7 @@ class Host:
             "epoch": self.epochs.get(partition, 1),
             "path": self.path(partition),
             "watermark_ms": 9_999,
-            "committed_offsets": {"sensor-readings": 7 + partition},
+            "committed_offsets": {"sensor-readings": self.offsets.get(partition, 7 + partition)},
         }
 
     def close(self) -> None:
@@ -290,3 +291,37 @@ async def test_status_and_metrics_add_up_the_processes(host: Host, client: Async
     assert status["records_in"] == 30.0
     assert status["partitions"] == [0, 1, 2, 3]
     assert status["watermarks_ms"] == dict.fromkeys(["0", "1", "2", "3"], 9_999)
+
+
+async def test_a_store_is_followed_at_most_once_per_catch_up_interval(
+    host: Host, tmp_path: Path
+) -> None:
+    """Within the interval a new checkpoint is not read yet, and the answer's
+    freshness names the checkpoint that was read, not the newest one reported."""
+    now_s = [100.0]
+    settings = build(Settings, {"topic_prefix": "", "worker_id": "w", "state_dir": tmp_path})
+    built = agents.app.build(settings, [*agents.app.default_agents], TEST_AGENT_SETTINGS)
+    secondaries = Secondaries(tmp_path / "throttled", 200, clock=lambda: now_s[0])
+    plane = QueryPlane(
+        settings, built, SystemClock(), lambda: host.children, secondaries, lambda: ME
+    )
+    api = create_app(plane, None, plane.observe_request, app=agents.app)
+    sensor = sensor_in(0)
+    commit(host.stores[0], sensor, [0], 41)
+    host.publish()
+    async with AsyncClient(transport=ASGITransport(api), base_url="http://eddy") as client:
+
+        async def starts_and_offset() -> tuple[list[int], int]:
+            body = (await client.get(f"/sensors/{sensor}/windows")).json()
+            starts = [w["window_start_ms"] for w in body["windows"]]
+            return starts, body["freshness"]["committed_offsets"]["sensor-readings"]
+
+        assert await starts_and_offset() == ([0], 7)
+        commit(host.stores[0], sensor, [5_000], 42)
+        host.offsets[0] = 8
+        host.publish()
+        now_s[0] += 0.150
+        assert await starts_and_offset() == ([0], 7)  # 150 ms: not followed yet
+        now_s[0] += 0.050
+        assert await starts_and_offset() == ([0, 5_000], 8)  # 200 ms: followed
+    secondaries.close()

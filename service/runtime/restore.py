@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -9,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from service.kafka_clients import connection_kwargs
 from service.runtime.stores import LocalStores
 from service.settings import Settings
+from tables.store import Restoring
 
 log = logging.getLogger(__name__)
 APPLY_CHUNK = 10_000
@@ -75,14 +77,27 @@ async def restore_partition(
         if start >= end:
             return 0
         consumer.seek(tp, start)
-        store = stores.open(partition)
-        applied = 0
-        while await consumer.position(tp) < end:
-            batch = await consumer.getmany(tp, timeout_ms=500, max_records=APPLY_CHUNK)
-            records = batch.get(tp, [])
-            if records:
-                store.write(((r.key, r.value) for r in records), records[-1].offset)
-                applied += len(records)
+        # A restore that stops midway (error, crash, revocation) leaves the store at
+        # the offset of its last complete batch; the next one continues from there.
+        with stores.open(partition).restoring() as restoring:
+            applied = await _apply(consumer, tp, end, restoring)
+            # In a thread: the other partitions' restores go on while this one's
+            # memtable is written out.
+            await asyncio.to_thread(restoring.flush)
         return applied
     finally:
         await consumer.stop()
+
+
+async def _apply(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, end: int, restoring: Restoring
+) -> int:
+    """Write the changelog from the consumer's position up to ``end`` into the store."""
+    applied = 0
+    while await consumer.position(tp) < end:
+        batch = await consumer.getmany(tp, timeout_ms=500, max_records=APPLY_CHUNK)
+        records = batch.get(tp, [])
+        if records:
+            restoring.write([(r.key, r.value) for r in records], records[-1].offset)
+            applied += len(records)
+    return applied

@@ -141,9 +141,12 @@ bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): ben
 bench-quick: kafka-jars ## every contender on 20k readings: asserts correct windows, not speed
 	$(BIN)/python -m bench --quick
 
-.PHONY: analytics bench-snapshot bench-io bench-decode
+.PHONY: analytics bench-snapshot bench-io bench-decode bench-query
 bench-decode: venv ## decode cost per event, JSON vs Avro vs JSON Schema: bench/results/decode.json
 	$(BIN)/python -m bench.decode
+
+bench-query: venv ## CPU per REST point query in the query process, FastAPI vs the fast path: bench/results/querycost.json
+	$(BIN)/python -m bench.querycost
 
 bench-io: kafka-jars postgres ## enrichment (10 ms lookups, capacity 100) and PostgreSQL upsert rates: bench/results/{enrich,pgsink}.json
 	$(BIN)/python -m bench.enrich

@@ -29,9 +29,12 @@ def create_app(
     api_token: str | None = None,
     observe: Observe | None = None,
     app: App | None = None,
+    *,
+    fast_point_queries: bool = True,
 ) -> FastAPI:
     """The worker's API: generic routes, every agent's typed views, and the routes
-    and aliases of ``app`` (the user's app)."""
+    and aliases of ``app`` (the user's app). ``fast_point_queries=False`` leaves every
+    request to FastAPI (api/fastpath.py; what its tests and benchmark compare with)."""
     from service import __version__
 
     api = FastAPI(
@@ -41,7 +44,7 @@ def create_app(
         # Every error is a JSON problem (RFC 9457): declared once, for every route.
         responses={status: PROBLEM_RESPONSES[status] for status in (422, 500)},
     )
-    _install(api, backend, api_token, observe, app)
+    _install(api, backend, api_token, observe, app, fast_point_queries)
     generate = api.openapi
 
     def openapi() -> dict[str, Any]:
@@ -59,6 +62,7 @@ def _install(
     api_token: str | None,
     observe: Observe | None,
     user_app: App | None,
+    fast_point_queries: bool,
 ) -> None:
     app = app_api
     app.state.backend = backend
@@ -79,7 +83,8 @@ def _install(
     if user_app is not None:
         app.include_router(user_app.router, dependencies=guarded, responses=unauthorized)
         points += _aliases(app, installed, user_app.aliases, guarded)
-    fastpath.install(app, points, backend, api_token)
+    if fast_point_queries:
+        fastpath.install(app, points, backend, api_token)
     # Added last, so it is outermost: the fast path's answers are timed too.
     if observe is not None:
         _time_requests(app, observe)

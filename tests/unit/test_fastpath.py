@@ -5,6 +5,7 @@ and it answers the plain requests itself, while everything else reaches FastAPI.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,38 +15,45 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import Receive, Scope, Send
 
-import agents
-from api import fastpath
-from api.app import create_app
 from api.fastpath import PointQueries, plain_int, query_params
 from service.plane.backend import QueryPlane
-from tests.unit.test_query_plane import Host, commit, host, plane, sensor_in  # noqa: F401
+from service.plane.stages import Secondaries
+from tests.support.queryhost import Host, commit, query_api, query_plane, sensor_in
 
 TOKEN = "s3cret"
 
 
-def build(backend: QueryPlane, token: str | None, fast: bool, monkeypatch: Any) -> FastAPI:
-    if not fast:
-        monkeypatch.setattr(fastpath, "install", lambda *args, **kwargs: [])
-    api = create_app(backend, token, backend.observe_request, app=agents.app)
-    monkeypatch.undo()
+@pytest.fixture
+def host(tmp_path: Path) -> Any:
+    found = Host(tmp_path)
+    found.publish()
+    yield found
+    found.close()
+
+
+@pytest.fixture
+def plane(host: Host, tmp_path: Path) -> Any:
+    secondaries = Secondaries(tmp_path / "secondary")
+    yield query_plane(host, tmp_path, secondaries)
+    secondaries.close()
+
+
+def build(backend: QueryPlane, token: str | None, fast: bool) -> FastAPI:
+    api: FastAPI = query_api(backend, token, fast)
     return api
 
 
 @pytest.fixture
 async def pair(
-    host: Host,  # noqa: F811
-    plane: QueryPlane,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
+    host: Host,
+    plane: QueryPlane,
 ) -> AsyncIterator[tuple[AsyncClient, AsyncClient]]:
     for partition in (0, 1, 2, 3):
         commit(host.stores[partition], sensor_in(partition), [i * 5_000 for i in range(30)], 9)
     host.publish()
     clients = [
         AsyncClient(
-            transport=ASGITransport(
-                build(plane, None, fast, monkeypatch), raise_app_exceptions=False
-            ),
+            transport=ASGITransport(build(plane, None, fast), raise_app_exceptions=False),
             base_url="http://eddy",
         )
         for fast in (True, False)
@@ -124,13 +132,12 @@ async def test_any_parameters_get_fastapis_answer(
 
 
 async def test_a_token_is_checked_as_fastapi_checks_it(
-    host: Host,  # noqa: F811
-    plane: QueryPlane,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
+    host: Host,
+    plane: QueryPlane,
 ) -> None:
     commit(host.stores[0], sensor_in(0), [0, 5_000], 3)
     host.publish()
-    apis = [build(plane, TOKEN, fast, monkeypatch) for fast in (True, False)]
+    apis = [build(plane, TOKEN, fast) for fast in (True, False)]
     clients = tuple(
         AsyncClient(transport=ASGITransport(api, raise_app_exceptions=False), base_url="http://e")
         for api in apis

@@ -5,137 +5,28 @@ restoring, forwarding, readiness, metrics, the app's own routes)."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 from httpx import ASGITransport, AsyncClient
 
-import agents
-from api.app import create_app
-from service.app.queries import PartitionUnavailableError, partition_for
-from service.eventtime import SystemClock, TimeWindow
+from service.app.queries import PartitionUnavailableError
 from service.metrics import Metrics
-from service.pipeline.windowed import RESULTS
 from service.plane.backend import QueryPlane
 from service.plane.stages import LocalStage, Secondaries
-from service.plane.status import ReportFile
-from service.plane.supervisor import Child
-from service.settings import Settings, build
-from tables.store import PartitionStore
-from tests.support.kafka import TEST_AGENT_SETTINGS
-
-PARTITIONS = 6
-ME = "http://me:8000"
-PEER = "http://peer:8000"
-STAGE = "sensor_averages"
-
-
-def sensor_in(partition: int) -> str:
-    return next(f"s{i}" for i in range(1_000) if partition_for(f"s{i}", PARTITIONS) == partition)
-
-
-def average(sensor: str, start_ms: int, count: int = 4) -> dict[str, Any]:
-    return {
-        "sensor_id": sensor,
-        "window_start_ms": start_ms,
-        "window_end_ms": start_ms + 5_000,
-        "count": count,
-        "avg": 70.0,
-        "min": 69.0,
-        "max": 71.0,
-        "timing": "first",
-    }
-
-
-def commit(store: PartitionStore, sensor: str, starts: list[int], offset: int) -> None:
-    """One checkpoint, as an ingest process writes it after the Kafka commit."""
-    txn = store.begin()
-    for start in starts:
-        txn.put(RESULTS, (sensor, TimeWindow(start, start + 5_000)), average(sensor, start))
-    txn.commit(txn.changelog_records(), offset)
-
-
-@dataclass
-class FakeProcess:
-    pid: int
-    returncode: int | None = None
-
-
-class Host:
-    """Two ingest processes' reports and stores, written by hand."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.status = root / "status"
-        self.status.mkdir(parents=True)
-        self.children = [
-            Child(i, ReportFile(self.status / f"{i}.json"), self.status / f"{i}.prom")
-            for i in range(2)
-        ]
-        for i, child in enumerate(self.children):
-            child.process = FakeProcess(1_000 + i)  # type: ignore[assignment]
-        self.stores: dict[int, PartitionStore] = {}
-        # Process 0 serves 0-2, process 1 serves 3 and restores 4; 5 is the peer's.
-        self.owned = {0: [0, 1, 2], 1: [3, 4]}
-        self.restoring = {4}
-        self.epochs: dict[int, int] = {}
-        self.offsets: dict[int, int] = {}  # input offsets reported, by partition
-        for partition in (0, 1, 2, 3):
-            self.stores[partition] = PartitionStore(root / "state" / str(partition))
-        self.ready = True
-
-    def path(self, partition: int) -> str:
-        return str(self.root / "state" / str(partition))
-
-    def publish(self) -> None:
-        owners = {str(p): ME for p in range(5)} | {"5": PEER}
-        for index, partitions in self.owned.items():
-            report = {
-                "pid": 1_000 + index,
-                "worker_id": f"w-p{index}",
-                "control_url": None,
-                "started": True,
-                "ready": self.ready and not (set(partitions) & self.restoring),
-                "live": True,
-                "written_ms": int(time.time() * 1000),
-                "stages": {
-                    STAGE: {
-                        "agent": STAGE,
-                        "partition_count": PARTITIONS,
-                        "assigned_once": True,
-                        "ready": not (set(partitions) & self.restoring),
-                        "partitions": {str(p): self._partition(p) for p in partitions},
-                        "owners": owners,
-                        "counters": {"records_in": 10.0 * (index + 1), "commits": 2.0},
-                    }
-                },
-            }
-            scratch = self.status / f".{index}.json.tmp"
-            scratch.write_bytes(orjson.dumps(report))
-            os.replace(scratch, self.status / f"{index}.json")
-
-    def _partition(self, partition: int) -> dict[str, Any]:
-        if partition in self.restoring:
-            return {"state": "restoring", "epoch": 0, "path": "", "watermark_ms": None,
-                    "committed_offsets": {}}  # fmt: skip
-        return {
-            "state": "running",
-            "epoch": self.epochs.get(partition, 1),
-            "path": self.path(partition),
-            "watermark_ms": 9_999,
-            "committed_offsets": {"sensor-readings": self.offsets.get(partition, 7 + partition)},
-        }
-
-    def close(self) -> None:
-        for store in self.stores.values():
-            store.close()
+from tests.support.queryhost import (
+    ME,
+    PEER,
+    STAGE,
+    Host,
+    commit,
+    query_api,
+    query_plane,
+    sensor_in,
+)
 
 
 @pytest.fixture
@@ -148,21 +39,14 @@ def host(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def plane(host: Host, tmp_path: Path) -> Any:
-    settings = build(Settings, {"topic_prefix": "", "worker_id": "w", "state_dir": tmp_path})
-    names = [*agents.app.default_agents]
-    built = agents.app.build(settings, names, TEST_AGENT_SETTINGS)
     secondaries = Secondaries(tmp_path / "secondary")
-    found = QueryPlane(
-        settings, built, SystemClock(), lambda: host.children, secondaries, lambda: ME
-    )
-    yield found
+    yield query_plane(host, tmp_path, secondaries)
     secondaries.close()
 
 
 @pytest.fixture
 async def client(plane: QueryPlane) -> AsyncIterator[AsyncClient]:
-    api = create_app(plane, None, plane.observe_request, app=agents.app)
-    transport = ASGITransport(api, raise_app_exceptions=False)
+    transport = ASGITransport(query_api(plane), raise_app_exceptions=False)
     async with AsyncClient(transport=transport, base_url="http://eddy") as found:
         yield found
 
@@ -299,13 +183,8 @@ async def test_a_store_is_followed_at_most_once_per_catch_up_interval(
     """Within the interval a new checkpoint is not read yet, and the answer's
     freshness names the checkpoint that was read, not the newest one reported."""
     now_s = [100.0]
-    settings = build(Settings, {"topic_prefix": "", "worker_id": "w", "state_dir": tmp_path})
-    built = agents.app.build(settings, [*agents.app.default_agents], TEST_AGENT_SETTINGS)
     secondaries = Secondaries(tmp_path / "throttled", 200, clock=lambda: now_s[0])
-    plane = QueryPlane(
-        settings, built, SystemClock(), lambda: host.children, secondaries, lambda: ME
-    )
-    api = create_app(plane, None, plane.observe_request, app=agents.app)
+    api = query_api(query_plane(host, tmp_path, secondaries))
     sensor = sensor_in(0)
     commit(host.stores[0], sensor, [0], 41)
     host.publish()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import signal
 import sys
 import time
@@ -57,7 +58,8 @@ def metric_values(text: str, name: str) -> list[int]:
 
 def measure(run: Run, shape: Shape, cap_s: float) -> dict[str, Any]:
     inp, expected = load_input(run, PARTITIONS, shape)
-    launched = start(run, BY_NAME[CONTENDER], inp, f"memory-{PARTITIONS}p")
+    label = f"memory-{PARTITIONS}p"
+    launched = start(run, BY_NAME[CONTENDER], inp, label)
     sampler = RssSampler(launched.proc.pid, SAMPLE_MS)
     sampler.start()
     try:
@@ -72,6 +74,7 @@ def measure(run: Run, shape: Shape, cap_s: float) -> dict[str, Any]:
     finally:
         sampler.stop()
         launched.proc.stop()
+    shutil.rmtree(run.dir / f"{run.app_ids[label]}-state", ignore_errors=True)
     verdict = verify(run.kafka, launched, expected) if measured.drained else None
     per_process = summary(sampler.samples)
     return {

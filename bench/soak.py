@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import sys
 import time
@@ -134,6 +135,7 @@ def soak(run: Run, args: argparse.Namespace) -> tuple[dict[str, Any], list[Sampl
         load.stop()
         sampler.stop()
         launched.proc.stop()
+        shutil.rmtree(run.dir / f"{run.app_ids['soak']}-state", ignore_errors=True)
     warmup_ms = int(args.warmup_minutes * 60_000)
     per_process = summary(sampler.samples, after_ms=warmup_ms)
     held_s = (load.stopped_ms - load.started_ms) / 1_000

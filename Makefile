@@ -141,7 +141,13 @@ bench: kafka-jars ## full benchmark (2M readings, every contender, ~40 min): ben
 bench-quick: kafka-jars ## every contender on 20k readings: asserts correct windows, not speed
 	$(BIN)/python -m bench --quick
 
-.PHONY: analytics bench-snapshot bench-io bench-decode bench-query
+.PHONY: analytics bench-snapshot bench-io bench-decode bench-query bench-memory bench-soak
+bench-memory: kafka-jars ## RSS per worker process with 1M keys in state (target <= 400 MB): bench/results/memory.json
+	$(BIN)/python -m bench.memory
+
+bench-soak: kafka-jars ## 30 min at half of Eddy EOS's max rate (MINUTES=, RATE= to change): bench/results/soak.{json,png}
+	$(BIN)/python -m bench.soak $(if $(MINUTES),--minutes $(MINUTES),) $(if $(RATE),--rate $(RATE),)
+
 bench-decode: venv ## decode cost per event, JSON vs Avro vs JSON Schema: bench/results/decode.json
 	$(BIN)/python -m bench.decode
 

@@ -1,4 +1,5 @@
-"""The chart: sustained throughput per contender (bars), latency CDF per contender."""
+"""The charts: sustained throughput per contender (bars), latency CDF per contender;
+RSS per worker process over time (the soak)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on a server
 import matplotlib.pyplot as plt
+
+from bench.rss import Sample, labels, series_mb
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
@@ -49,6 +52,33 @@ def chart(results: dict[str, Any], path: Path) -> None:
     cdf.grid(alpha=0.3)
     if latency:
         cdf.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def rss_chart(
+    samples: list[Sample],
+    path: Path,
+    title: str,
+    warmup_ms: int = 0,
+    target_mb: float | None = None,
+) -> None:
+    """RSS of each worker process over time, the warm-up shaded (it is not measured)."""
+    fig, ax = plt.subplots(figsize=(11, 5))
+    for label in labels(samples):
+        minutes, mb = series_mb(samples, label)
+        ax.plot(minutes, mb, label=label)
+    if warmup_ms:
+        ax.axvspan(0, warmup_ms / 60_000, color="tab:gray", alpha=0.15, label="warm-up (excluded)")
+    if target_mb is not None:
+        ax.axhline(target_mb, color="tab:red", linestyle="--", label=f"target {target_mb:.0f} MB")
+    ax.set_title(title)
+    ax.set_xlabel("minutes since the worker started")
+    ax.set_ylabel("RSS MB (VmRSS)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -33,6 +33,12 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def due(elapsed_s: float, rate_per_s: int) -> int:
+    """Readings an open-loop load at ``rate_per_s`` owes after ``elapsed_s``: the pace
+    follows the clock, so a late tick catches up instead of lowering the rate."""
+    return int(elapsed_s * rate_per_s)
+
+
 @dataclass
 class LiveLoad:
     """Readings produced at ``rate_per_s`` until stopped; remembers when each partition's
@@ -43,10 +49,16 @@ class LiveLoad:
     partitions: int
     rate_per_s: int
     sensors: int = 1_000
+    # Produce times per partition, for latencies(); a soak turns them off (48k
+    # readings/s for 30 min would be 86M of them) and keeps per_window only.
+    keep_times: bool = True
     produced: int = 0
     started_ms: int = 0
     stopped_ms: int = 0
     times: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    # readings produced per window start: what a correct worker's results add up to
+    per_window: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    failed: int = 0  # readings the broker did not take (delivery errors)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -70,25 +82,37 @@ class LiveLoad:
         seq = 0
         while not self._stop.is_set():
             # Open loop: produce what the clock says is due, however late the last tick was.
-            due = int((time.monotonic() - started) * self.rate_per_s)
-            while seq < due:
+            owed = due(time.monotonic() - started, self.rate_per_s)
+            while seq < owed:
                 i = seq % self.sensors
                 ts = now_ms()
                 value = encode(names[i], ts, 60.0 + (seq % 50) / 10, seq)
                 try:
                     producer.produce(
-                        self.topic, value, names[i].encode(), partition=where[i], timestamp=ts
+                        self.topic,
+                        value,
+                        names[i].encode(),
+                        partition=where[i],
+                        timestamp=ts,
+                        on_delivery=self._on_delivery,
                     )
                 except BufferError:
                     producer.poll(0.01)
                     continue
-                self.times[where[i]].append(ts)
+                if self.keep_times:
+                    self.times[where[i]].append(ts)
+                self.per_window[ts - ts % WINDOW_MS] += 1
                 seq += 1
+            self.produced = seq  # readable while the load runs
             producer.poll(0)
             time.sleep(TICK_S)
         self.stopped_ms = now_ms()
         producer.flush(30)
         self.produced = seq
+
+    def _on_delivery(self, err: object, _msg: object) -> None:
+        if err is not None:
+            self.failed += 1
 
     def closed_at_ms(self, sensor: str, window_start_ms: int) -> int | None:
         """Produce time of the reading that closed this window, if it was produced."""

@@ -12,7 +12,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -37,7 +37,7 @@ from bench.drain import Drain, drain
 from bench.errors import BenchError
 from bench.kafkaio import Kafka
 from bench.verify import Verdict, verify
-from bench.workload import Expected, base_ms, preload, shape_for
+from bench.workload import Expected, Shape, base_ms, preload, shape_for
 from service.paths import eddy_home
 
 T = TypeVar("T")
@@ -113,8 +113,9 @@ def progress(console: Console) -> Progress:
     )
 
 
-def load_input(run: Run, partitions: int) -> tuple[Input, Expected]:
-    shape = shape_for(run.options.readings)
+def load_input(run: Run, partitions: int, shape: Shape | None = None) -> tuple[Input, Expected]:
+    """Pre-load ``shape`` (default: the run's readings over :func:`shape_for`'s sensors)."""
+    shape = shape or shape_for(run.options.readings)
     topic = input_topic(f"{run.prefix}{partitions}p-")
     run.kafka.create(topic, partitions)
     started = time.monotonic()
@@ -244,57 +245,74 @@ def _wait_for_broker(bootstrap: str, timeout_s: float = 600, pause_s: float = 5)
         raise BenchError(f"the broker did not come back in {timeout_s:.0f} s") from None
 
 
-def execute(options: Options, console: Console) -> dict[str, Any]:
+@contextlib.contextmanager
+def session(options: Options, console: Console) -> Iterator[Run]:
+    """A run on the local broker (started if none answers, and then stopped after);
+    its topics and groups deleted on the way out."""
     from tools import localkafka  # the broker helper imports the whole service
 
     started_broker = localkafka.ensure_running(console)
-    with console.status("Waiting for the broker to answer…"):
-        _wait_for_broker(options.bootstrap, pause_s=0)
-    kafka = Kafka(options.bootstrap)
-    run = Run(options, console, kafka)
-    run.dir.mkdir(parents=True, exist_ok=True)
-    run.results = {
-        "suite": options.suite,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "readings": options.readings,
-        "machine": _machine(),
-        "drains": [],
-    }
+    kafka: Kafka | None = None
     try:
-        if any(BY_NAME[n].family == "kstreams" for n in options.contenders):
-            with console.status("Building the Kafka Streams contender (mvn package)…"):
-                build_kstreams()
-        for partitions in options.partitions:
-            inp, expected = load_input(run, partitions)
-            run.results.setdefault("inputs", {})[str(partitions)] = expected.to_json()
-            names = (
-                options.contenders
-                if partitions != 1 or len(options.partitions) == 1
-                else [n for n in options.contenders if n in options.one_partition]
-            )
-            for name in names:
-                step = partial(run_one, run, BY_NAME[name], inp, expected)
-                row = attempt(run, step, name)
-                if row is not None:
-                    run.results["drains"].append(row)
-            if options.extras and partitions == max(options.partitions):
-                from bench.extras import run_extras
-
-                attempt(run, partial(run_extras, run, inp), "extras")
-            run.kafka.delete([inp.topic])
-            if partitions != options.partitions[-1]:
-                from bench.report import write
-
-                write(run.results, options, console)  # an interrupted run keeps this much
+        with console.status("Waiting for the broker to answer…"):
+            _wait_for_broker(options.bootstrap, pause_s=0)
+        kafka = Kafka(options.bootstrap)
+        run = Run(options, console, kafka)
+        run.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            yield run
+        finally:
+            run.cleanup()
     finally:
-        run.cleanup()
-        kafka.close()
+        if kafka is not None:
+            kafka.close()
         if started_broker:
             localkafka.stop(console)
+
+
+def execute(options: Options, console: Console) -> dict[str, Any]:
+    with session(options, console) as run:
+        run.results = {
+            "suite": options.suite,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "readings": options.readings,
+            "machine": machine(),
+            "drains": [],
+        }
+        _execute(run)
     return run.results
 
 
-def _machine() -> dict[str, Any]:
+def _execute(run: Run) -> None:
+    options, console = run.options, run.console
+    if any(BY_NAME[n].family == "kstreams" for n in options.contenders):
+        with console.status("Building the Kafka Streams contender (mvn package)…"):
+            build_kstreams()
+    for partitions in options.partitions:
+        inp, expected = load_input(run, partitions)
+        run.results.setdefault("inputs", {})[str(partitions)] = expected.to_json()
+        names = (
+            options.contenders
+            if partitions != 1 or len(options.partitions) == 1
+            else [n for n in options.contenders if n in options.one_partition]
+        )
+        for name in names:
+            step = partial(run_one, run, BY_NAME[name], inp, expected)
+            row = attempt(run, step, name)
+            if row is not None:
+                run.results["drains"].append(row)
+        if options.extras and partitions == max(options.partitions):
+            from bench.extras import run_extras
+
+            attempt(run, partial(run_extras, run, inp), "extras")
+        run.kafka.delete([inp.topic])
+        if partitions != options.partitions[-1]:
+            from bench.report import write
+
+            write(run.results, options, console)  # an interrupted run keeps this much
+
+
+def machine() -> dict[str, Any]:
     import os
     import platform
 

@@ -13,12 +13,17 @@ puts it back), so a cached value may hold changes that never committed. The
 cache is therefore dropped whole with the transaction it belongs to when that
 aborts, and the next read goes back to the committed store.
 
-Memory is the table's live entries: use it for state that is deleted when done
-(open windows, sessions), not for state that grows with every key ever seen.
+Memory is the table's live entries, up to ``MAX_CLEAN_ENTRIES``: past that, each
+checkpoint forgets the entries cached longest ago (all clean by then; their next
+read decodes them from RocksDB again). Without the bound a partition with a
+million keys kept a million open windows as Python objects (about 400 bytes
+each with their keys; ``bench.memory``). Use it for state that is deleted when
+done (open windows, sessions), not for state that grows with every key ever seen.
 """
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
@@ -29,13 +34,22 @@ V = TypeVar("V")
 
 DELETED: Any = object()  # a deletion not committed yet
 MISSING: Any = object()  # not in the cache
+# Entries one table of one partition keeps between checkpoints. Far above the open
+# windows of a partition with thousands of keys, so those never go back to RocksDB.
+MAX_CLEAN_ENTRIES = 20_000
 
 
 class CachedTable(Generic[K, V]):
     """Decoded values of one table, with those changed since the last checkpoint."""
 
-    def __init__(self, store: PartitionStore, table: TableSpec[K, V]) -> None:
+    def __init__(
+        self,
+        store: PartitionStore,
+        table: TableSpec[K, V],
+        max_clean_entries: int = MAX_CLEAN_ENTRIES,
+    ) -> None:
         self.table = table
+        self.max_clean_entries = max_clean_entries
         self._store = store
         self._values: dict[K, Any] = {}
         # Insertion-ordered, so a checkpoint's changelog records come out in the
@@ -97,6 +111,18 @@ class CachedTable(Generic[K, V]):
                 del values[key]
                 self._full_keys.pop(key, None)
         self._dirty.clear()
+        self._evict()
+
+    def _evict(self) -> None:
+        """Past ``max_clean_entries``, forget the entries cached longest ago. Called
+        with every entry clean, so nothing is lost: RocksDB has each one's value."""
+        excess = len(self._values) - self.max_clean_entries
+        if excess <= 0:
+            return
+        values, full_keys = self._values, self._full_keys
+        for key in list(islice(values, excess)):
+            del values[key]
+            full_keys.pop(key, None)
 
     def drop(self) -> None:
         """Forget everything: the transaction aborted, and live values may hold its changes."""

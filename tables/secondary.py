@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict
 
+from tables.budget import within_budget
 from tables.store import PartitionStore
 
 
@@ -52,7 +53,7 @@ class SecondaryStore(PartitionStore):
         self.path = path
         shutil.rmtree(secondary_path, ignore_errors=True)
         secondary_path.mkdir(parents=True, exist_ok=True)
-        options = Options(raw_mode=True)
+        options = within_budget(Options(raw_mode=True))
         # A secondary must keep every file open: the primary may delete an SST file
         # after a compaction while this instance still reads it.
         options.set_max_open_files(-1)

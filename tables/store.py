@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
+from tables.budget import within_budget
 from tables.cache import DELETED as _DELETED
 from tables.cache import CachedTable
 
@@ -56,7 +57,7 @@ class TableSpec(Generic[K, V]):
 
 
 def _options() -> Options:
-    options = Options(raw_mode=True)
+    options = within_budget(Options(raw_mode=True))
     options.create_if_missing(True)
     return options
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.eventtime import TimeWindow, WindowEntry
+from tables.cache import CachedTable
 from tables.store import PartitionStore, PartitionTransaction
 from tables.windows import StoredWindowState, window_table
 
@@ -163,3 +164,25 @@ def test_reads_follow_the_transaction_and_the_changelog_restores_what_committed(
 def _applied(committed: dict[str, int], pending: dict[str, int | None]) -> dict[str, int]:
     merged: dict[str, int | None] = {**committed, **pending}
     return {k: v for k, v in merged.items() if v is not None}
+
+
+def test_past_its_bound_the_cache_forgets_the_oldest_clean_windows_not_their_state(
+    tmp_path: Path,
+) -> None:
+    store = PartitionStore(tmp_path / "p0")
+    txn = store.begin()
+    windows = CachedTable(store, window_table("windows"), max_clean_entries=2)
+    for n in range(1, 4):
+        windows.put((f"sensor_{n}", WINDOW), WindowEntry(n))
+    assert len(windows) == 3  # changed entries stay until their checkpoint is written
+    records = windows.changelog_records()
+    store.write(records, len(records) - 1)
+    windows.committed()
+    assert len(windows) == 2
+    reads = store.reads
+    assert windows.get(("sensor_1", WINDOW)) == WindowEntry(1)  # from RocksDB again
+    assert store.reads == reads + 1
+    assert windows.get(("sensor_3", WINDOW)) == WindowEntry(3)
+    assert store.reads == reads + 1  # still cached
+    txn.discard()
+    store.close()

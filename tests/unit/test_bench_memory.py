@@ -9,6 +9,11 @@ the clock.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -55,10 +60,29 @@ def test_processes_are_labelled_by_role() -> None:
     assert label_of(["/usr/bin/java", "-cp", "x"], is_root=False) == "java"
 
 
-def test_this_process_is_sampled_under_the_query_label() -> None:
-    rss = rss_by_label(os.getpid())
-    assert set(rss) == {QUERY}
-    assert rss[QUERY] > 1 * MB
+def test_a_process_and_its_child_are_sampled_under_their_labels() -> None:
+    # A process of its own: this one may have children (a broker started by the
+    # suite) that would be sampled too.
+    code = "import subprocess, sys, time; subprocess.Popen(['sleep', '30']); time.sleep(30)"
+    root = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        rss = rss_by_label(root.pid)
+        while len(rss) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            rss = rss_by_label(root.pid)
+        assert set(rss) == {QUERY, "sleep"}
+        assert rss[QUERY] > 1 * MB
+    finally:
+        for pid in _children(root.pid):
+            os.kill(pid, signal.SIGKILL)
+        root.kill()
+        root.wait()
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
 
 
 def test_flatness_is_the_spread_over_the_mean() -> None:

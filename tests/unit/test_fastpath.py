@@ -5,7 +5,6 @@ and it answers the plain requests itself, while everything else reaches FastAPI.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,25 +16,9 @@ from starlette.types import Receive, Scope, Send
 
 from api.fastpath import PointQueries, plain_int, query_params
 from service.plane.backend import QueryPlane
-from service.plane.stages import Secondaries
-from tests.support.queryhost import Host, commit, query_api, query_plane, sensor_in
+from tests.support.queryhost import Host, commit, query_api, sensor_in
 
 TOKEN = "s3cret"
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> Any:
-    found = Host(tmp_path)
-    found.publish()
-    yield found
-    found.close()
-
-
-@pytest.fixture
-def plane(host: Host, tmp_path: Path) -> Any:
-    secondaries = Secondaries(tmp_path / "secondary")
-    yield query_plane(host, tmp_path, secondaries)
-    secondaries.close()
 
 
 def build(backend: QueryPlane, token: str | None, fast: bool) -> FastAPI:

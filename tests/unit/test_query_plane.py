@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -27,21 +26,6 @@ from tests.support.queryhost import (
     query_plane,
     sensor_in,
 )
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> Any:
-    found = Host(tmp_path)
-    found.publish()
-    yield found
-    found.close()
-
-
-@pytest.fixture
-def plane(host: Host, tmp_path: Path) -> Any:
-    secondaries = Secondaries(tmp_path / "secondary")
-    yield query_plane(host, tmp_path, secondaries)
-    secondaries.close()
 
 
 @pytest.fixture

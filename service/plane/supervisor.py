@@ -32,9 +32,14 @@ from service.plane.status import ReportFile
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
-# A process that ran this long before dying was not crash-looping: restart it at once.
+# A process that ran this long before dying was not crash-looping: its restart waits
+# only for the group to have moved its partitions (RESTART_AFTER_SESSIONS).
 STEADY_S = 60.0
 MAX_DELAY_S = 300.0
+# The group notices the death after a session timeout, the others learn of it at
+# their next heartbeat (a quarter of it) and rejoin: a restart sooner than this
+# joins that same rebalance, and the partitions never move to the others.
+RESTART_AFTER_SESSIONS = 1.5
 STOP_TIMEOUT_S = 60.0  # SIGTERM commits and leaves the groups; the pod allows 60 s
 
 
@@ -178,4 +183,5 @@ class Supervisor:
         if time.monotonic() - child.started_at >= STEADY_S:
             child._quick_deaths = 0
         child._quick_deaths += 1
-        return min(MAX_DELAY_S, session_s * 2.0 ** (child._quick_deaths - 1))
+        first_s = session_s * RESTART_AFTER_SESSIONS
+        return min(MAX_DELAY_S, first_s * 2.0 ** (child._quick_deaths - 1))

@@ -154,6 +154,16 @@ class Settings(BaseSettings):
         "one query process that serves the REST API on one port; 0 = one per CPU core "
         "this process may use. On Kubernetes, match it to the pod's CPU limit.",
     )
+    ingest_niceness: int = Field(
+        0,
+        ge=0,
+        le=19,
+        description="How much lower than the query process's the CPU priority of "
+        "`eddy worker`'s ingest processes is (the `nice` increment, 0-19). When ingest "
+        "keeps every core busy, a REST query waits for the scheduler to give its "
+        "process a slice; a few steps of niceness let it take one at once (queries "
+        "take little CPU), at no cost to ingest on an otherwise idle machine.",
+    )
     num_standby_replicas: int = Field(
         1,
         ge=0,

@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app, settings = load_app_and_settings()
         quiet_logs(settings)
+        os.nice(settings.ingest_niceness)
         # asyncio's own loop, not uvloop: measured, uvloop did not make the drain
         # faster (docs/performance.md), and the chaos suite proves exactly-once
         # through faults on this loop.

@@ -57,6 +57,12 @@ def alive(pid: int) -> bool:
     return True
 
 
+def niceness(pid: int) -> int:
+    """A process's nice value (``/proc/<pid>/stat``, the field after the priority)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[16])
+
+
 def owners(worker: WorkerProcess) -> dict[int, tuple[str, str | None, str]]:
     """Each partition's owner (worker id, endpoint) and state, from GET /jobs."""
     jobs = worker.get("/jobs").json()
@@ -97,7 +103,7 @@ async def until(check: Any, timeout_s: float = 60.0, every_s: float = 0.2) -> An
 async def test_two_ingest_processes_split_the_partitions_and_one_port_answers_every_key(
     tmp_path: Path,
 ) -> None:
-    settings = unique_settings(tmp_path)
+    settings = unique_settings(tmp_path, ingest_niceness=3)
     data = readings(6_000, seed=21)
     expected = expected_windows(data, size_ms=5_000, bound_ms=1_000, partitions=6)
     worker = start(settings, tmp_path)
@@ -129,6 +135,8 @@ async def test_two_ingest_processes_split_the_partitions_and_one_port_answers_ev
         assert f'eddy_records_in_total{{stage="{STAGE}"}} {float(len(data))}' in metrics
         assert f'eddy_assigned_partitions{{stage="{STAGE}"}} 6.0' in metrics
         pids = [alive_pid(settings, 0), alive_pid(settings, 1)]
+        # The ingest processes yield the CPU to the query process (EDDY_INGEST_NICENESS).
+        assert [niceness(pid) for pid in pids] == [niceness(worker.process.pid) + 3] * 2
     finally:
         assert worker.stop() == 0
     assert not any(alive(pid) for pid in pids), "ingest processes outlived the worker"
@@ -274,23 +282,22 @@ async def test_a_killed_ingest_process_leaves_the_others_running_and_its_partiti
         half = len(rows) // 2
         await produce(settings, readings_topic(settings), rows[:half])
         await until(lambda: worker.status()["stages"][STAGE]["records_in"] >= half // 2)
-        before = owners(worker)
-        theirs = {p for p, (wid, _, _) in before.items() if wid.endswith("-p1")}
-        assert theirs, before
-        dead_endpoint = before[min(theirs)][1]
+        theirs = {p for p, (wid, _, _) in owners(worker).items() if wid.endswith("-p1")}
+        assert theirs, owners(worker)
+
+        def served_again(owner: str) -> bool:
+            # By the survivor, or (on a loaded machine the restarted process may join
+            # the rebalance that moves them) by the killed one's successor.
+            restarted = ingest_pid(settings, 1) not in (None, victim)
+            return owner == f"{settings.worker_id}-p0" or restarted
 
         os.kill(victim, signal.SIGKILL)
         # After the session timeout the group gives its partitions to the survivor,
-        # before the killed process starts again (on a loaded machine the restarted
-        # one may join that same rebalance: then it serves them, on a new endpoint).
+        # before the killed process starts again.
         moved = await until(
             lambda: (
                 (o := owners(worker))
-                and all(
-                    o[p][2] == "running"
-                    and (o[p][0] == f"{settings.worker_id}-p0" or o[p][1] != dead_endpoint)
-                    for p in theirs
-                )
+                and all(o[p][2] == "running" and served_again(o[p][0]) for p in theirs)
                 and o
             ),
             timeout_s=60,

@@ -189,6 +189,15 @@ class Settings(BaseSettings):
         description="How long (event time) queryable window results stay in state, unless "
         "an agent says otherwise (.queryable(retention_ms=...)).",
     )
+    window_firings_per_checkpoint: int = Field(
+        10_000,
+        ge=1,
+        le=10_000_000,
+        description="The most windows one checkpoint fires. Aligned windows of every key "
+        "close at one watermark; past this many, the worker checkpoints and fires the "
+        "rest before the next record, so a million keys' results, state writes and "
+        "changelog records are never in memory at once. Results do not change.",
+    )
     app: str = Field(
         DEFAULT_APP,
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",

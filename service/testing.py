@@ -36,7 +36,7 @@ from service.app.reads import has_windows, state_value, window_rows
 from service.app.topic import Topic
 from service.eventtime.descriptors import StateDescriptor
 from service.eventtime.keyed import MAX_WATERMARK
-from service.pipeline.base import AsyncLogic, Headers, PartitionLogic, Pipeline
+from service.pipeline.base import AsyncLogic, BoundedFiring, Headers, PartitionLogic, Pipeline
 from service.pipeline.markers import WATERMARK
 from service.pipeline.source import as_key
 from service.schemas.base import SchemaSerde
@@ -153,6 +153,7 @@ class _Stage:
             await self._async.process_async(record, out)
         else:
             self.logic.process(record, out)
+        self._fire_due(out)
         send_watermark = getattr(self.logic, "send_watermark", None)
         if send_watermark is not None:
             # A re-keying stage's clock goes downstream after every record, not on
@@ -169,6 +170,15 @@ class _Stage:
             await self._async.tick_async(now_ms, out)
         else:
             self.logic.on_tick(now_ms, out)
+        self._fire_due(out)
+
+    def _fire_due(self, out: _Collector) -> None:
+        """What a watermark left to fire past the windows one checkpoint holds: the
+        worker checkpoints between the parts, the results are the same."""
+        firing = self.logic
+        if isinstance(firing, BoundedFiring):
+            while firing.firing_due:
+                firing.fire_due(out)
 
     async def watermark(self, watermark_ms: int, out: _Collector) -> None:
         if self.is_async:

@@ -249,6 +249,7 @@ def _window(
             key_field=key_field,
             queryable=bool(queryable),
             results_retention_ms=retention or b.settings.results_retention_ms,
+            firings_per_checkpoint=b.settings.window_firings_per_checkpoint,
             revive=_reviver(_element_type(head, pre)),
         )
     )
@@ -317,6 +318,7 @@ def _join(
             key_field=key_field,
             queryable=bool(queryable),
             results_retention_ms=retention or b.settings.results_retention_ms,
+            firings_per_checkpoint=b.settings.window_firings_per_checkpoint,
             revive=_side_reviver(*revive),
         )
         if queryable:

@@ -106,6 +106,11 @@ class WindowHarness:
     def end_of_input(self) -> None:
         self._collect(self.windows.end_of_input())
 
+    def fire_due(self) -> None:
+        """The next part of what a watermark closed, when the operator fires a
+        bounded number of timers per call (``windows.operator.firing_limit``)."""
+        self._collect(self.windows.fire_due())
+
     def main(self) -> list[Emission]:
         return [e for e in self.outputs if e.output == MAIN]
 

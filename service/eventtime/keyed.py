@@ -44,8 +44,10 @@ class KeyedWindows:
     def reload(self, snapshot: dict[str, Any] | None) -> None:
         """Rebuild timers from their store and the clock from ``snapshot``.
 
-        The restored watermark already fired its timers before it was saved, so
-        this sets the clock without firing anything.
+        This sets the clock without firing anything. The restored watermark fired
+        its timers before it was saved, all of them unless the operator fires in
+        bounded calls (``operator.firing_limit``): then ``operator.firing_due``
+        says that some are left, for :meth:`fire_due`.
         """
         self._event_timers.reload()
         self._processing_timers.reload()
@@ -56,6 +58,7 @@ class KeyedWindows:
             if self.tracker is not None:
                 self.tracker.restore(snapshot)
             self.operator.watermark_ms = int(snapshot.get("emitted_ms", MIN_WATERMARK))
+        self.operator.restored()
 
     def snapshot(self) -> dict[str, Any]:
         """The clock to restore. An explicit watermark (an input line, the end of
@@ -105,6 +108,10 @@ class KeyedWindows:
         if tracker is not None and tracker.on_marker(upstream, upstreams, watermark_ms, now_ms):
             return self.operator.advance_watermark(tracker.watermark_ms)
         return []
+
+    def fire_due(self) -> list[WindowResult]:
+        """The next bounded call's firings, once a watermark stopped early."""
+        return self.operator.fire_due()
 
     def on_watermark(self, watermark_ms: int) -> list[WindowResult]:
         """An explicit watermark (from the input itself, or the end of input)."""

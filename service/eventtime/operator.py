@@ -78,6 +78,13 @@ class WindowOperator:
         self._incremental = spec.incremental
         self._lateness = spec.allowed_lateness_ms
         self._out: list[WindowResult] = _NONE
+        #: The most event-time timers one call fires (None: every due one). With a
+        #: bound, a watermark that closes a million aligned windows fires them over
+        #: several calls, and the caller checkpoints in between, so no checkpoint
+        #: holds a million results at once; :attr:`firing_due` says more are due.
+        self.firing_limit: int | None = None
+        #: Event-time timers the watermark passed are still to fire (:meth:`fire_due`).
+        self.firing_due = False
         # Per-element work is most of the cost: bound methods and constants are
         # looked up once here rather than on every element.
         self._get_window = state.get_window
@@ -158,15 +165,38 @@ class WindowOperator:
         return True, self._out
 
     def advance_watermark(self, watermark_ms: int) -> list[WindowResult]:
-        """Move event time forward; fire due timers in timestamp order."""
+        """Move event time forward; fire due timers in timestamp order (at most
+        :attr:`firing_limit` of them: :meth:`fire_due` fires the rest)."""
         self._out = _NONE
         if watermark_ms > self.watermark_ms:
             self.watermark_ms = watermark_ms
             # The watermark moves on most records; a timer is due on few of them.
             if self._event_timers.due(watermark_ms):
-                for timer in self._event_timers.pop_due(watermark_ms):
-                    self._on_timer(timer, event_time=True)
+                self._fire_event_timers()
         return self._out
+
+    def fire_due(self) -> list[WindowResult]:
+        """Fire the next timers the watermark already passed, in the order one
+        unbounded call would have fired them, at most :attr:`firing_limit`."""
+        self._out = _NONE
+        self._fire_event_timers()
+        return self._out
+
+    def restored(self) -> None:
+        """The clock and the timers were just reloaded: a checkpoint taken between
+        two bounded calls leaves timers at or before the watermark to fire."""
+        due_ms = self._event_timers.next_time_ms()
+        self.firing_due = due_ms is not None and due_ms <= self.watermark_ms
+
+    def _fire_event_timers(self) -> None:
+        limit = self.firing_limit
+        self.firing_due = False
+        for fired, timer in enumerate(self._event_timers.pop_due(self.watermark_ms), 1):
+            self._on_timer(timer, event_time=True)
+            if fired == limit:
+                # Stopped early; one more call finds nothing if that was the last.
+                self.firing_due = self._event_timers.due(self.watermark_ms)
+                return
 
     def advance_processing_time(self, now_ms: int) -> list[WindowResult]:
         self._out = _NONE

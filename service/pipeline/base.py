@@ -133,6 +133,18 @@ class PartitionLogic(Protocol):
     def watermark_ms(self) -> int: ...
 
 
+@runtime_checkable
+class BoundedFiring(Protocol):
+    """A logic whose watermark fires a bounded number of timers at a time: after a
+    record or tick leaves :attr:`firing_due` set, the runtime checkpoints and calls
+    :meth:`fire_due` until it is clear, before the next record."""
+
+    @property
+    def firing_due(self) -> bool: ...
+
+    def fire_due(self, out: Output) -> None: ...
+
+
 class AsyncLogic(PartitionLogic, Protocol):
     """A logic that waits on I/O (lookups, database writes) while processing.
 

@@ -110,6 +110,12 @@ class WindowedAggregation:
     queryable: bool = False
     results_retention_ms: int = 86_400_000
     revive: Callable[[Any], Any] | None = None
+    # Aligned windows (tumbling, sliding) of every key close at one watermark: a
+    # million keys would put a million results, their state writes and changelog
+    # records into one transaction, in memory at once. Past this many, the runtime
+    # checkpoints and fires the rest before the next record (Task.fire_due), so
+    # nothing but transaction boundaries changes.
+    firings_per_checkpoint: int = 10_000
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.inputs) <= 2:
@@ -156,6 +162,7 @@ class WindowedLogic:
             processing_timers=StoredTimers(store, txn, PROCESSING_TIMERS),
             inputs=tuple(definition.sources),
         )
+        self._windows.operator.firing_limit = definition.firings_per_checkpoint
         # KeyedWindows.on_element without its frame: ``(accepted, results)`` per element.
         self._process_element = self._windows.operator.process_element
         self._saved: dict[str, Any] | None = None
@@ -203,6 +210,17 @@ class WindowedLogic:
     def advance_watermark(self, watermark_ms: int, out: Output) -> None:
         """An explicit watermark (the test driver's, or the end of input)."""
         self._emit(self._windows.on_watermark(watermark_ms), out)
+        while self.firing_due:  # no runtime here to checkpoint in between
+            self.fire_due(out)
+
+    @property
+    def firing_due(self) -> bool:
+        """A watermark fired the first ``firings_per_checkpoint`` windows it closed;
+        more are due."""
+        return self._windows.operator.firing_due
+
+    def fire_due(self, out: Output) -> None:
+        self._emit(self._windows.fire_due(), out)
 
     def _late(self, record: InputRecord, timestamp_ms: int, out: Output) -> None:
         out.count("late")

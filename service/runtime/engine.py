@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -242,6 +242,7 @@ class PipelineRuntime:
         now_ms = self.clock.now_ms()
         for task in self.tasks.values():
             await task.tick(now_ms)
+        await self._fire_due()
         broadcast = self.clients.broadcast
         if broadcast is not None:
             for control in (await broadcast.poll()).values():
@@ -265,9 +266,18 @@ class PipelineRuntime:
         fetched_ms: int | None,
     ) -> None:
         remaining = records
-        while remaining:
+        while True:
             owner = self.tasks.get(tp.partition)
             if owner is None or owner is not opened.get(tp.partition):
+                return
+            if owner.firing_due:
+                # A watermark closed more windows than one checkpoint holds: fire
+                # the next part, checkpoint, and only then go on with records.
+                if await self._guarded(owner, owner.fire_due(tp)) is None:
+                    return
+                await self.checkpoints.commit_all()
+                continue
+            if not remaining:
                 return
             if not await self._process(owner, tp, remaining, now_ms, fetched_ms):
                 return
@@ -276,7 +286,7 @@ class PipelineRuntime:
                 remaining = ()  # all processed: the usual case, no scan per record
             else:  # stopped at the deadline: hand over the rest (offset order)
                 remaining = remaining[bisect_left(remaining, next_offset, key=_offset) :]
-            if remaining or self.checkpoints.due():
+            if remaining or owner.firing_due or self.checkpoints.due():
                 # The commit interval holds within a fetch too: slow records
                 # (lookups) must not keep one transaction open for the whole
                 # fetch, past the broker's transaction timeout.
@@ -293,14 +303,25 @@ class PipelineRuntime:
         """Process ``records`` until the next commit is due; False if the task failed
         (it is then dropped, restarted or reopened)."""
         started = time.perf_counter()
+        processed = await self._guarded(
+            owner, owner.process(tp, records, self.checkpoints.deadline_s)
+        )
+        if processed is None:
+            return False
+        self.metrics.records_in.labels(self.name).inc(processed)
+        self.markers.note(tp, now_ms if fetched_ms is None else fetched_ms)
+        self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
+        return True
+
+    async def _guarded(self, owner: Task, work: Awaitable[T]) -> T | None:
+        """``work``'s result; None if the task failed (it is then dropped,
+        restarted or reopened)."""
         try:
-            processed = await owner.process(tp, records, self.checkpoints.deadline_s)
+            return await work
         except ProducerFenced:
             await self.partitions.fenced(owner)
-            return False
         except RecordFailedError as failure:
             await self.partitions.restart_after(owner, failure)
-            return False
         except (TimeoutError, KafkaError, OSError) as exc:
             log.warning(
                 "%s[%d]: processing failed (%r); reopening from Kafka",
@@ -310,11 +331,16 @@ class PipelineRuntime:
             )
             owner.discard()
             await self.partitions.reopen(owner.partition)
-            return False
-        self.metrics.records_in.labels(self.name).inc(processed)
-        self.markers.note(tp, now_ms if fetched_ms is None else fetched_ms)
-        self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
-        return True
+        return None
+
+    async def _fire_due(self) -> None:
+        """Processing time moved a watermark (or a task reopened in the middle of
+        firing): fire what it closed, a checkpoint's worth at a time."""
+        while due := [task for task in self.tasks.values() if task.firing_due]:
+            for task in due:
+                if await self._guarded(task, task.fire_due()) is None:
+                    return
+            await self.checkpoints.commit_all()
 
     # -- the group's rebalances ------------------------------------------------------------
 

@@ -24,7 +24,14 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
-from service.pipeline.base import AsyncLogic, BroadcastLogic, InputRecord, PartitionLogic, Pipeline
+from service.pipeline.base import (
+    AsyncLogic,
+    BoundedFiring,
+    BroadcastLogic,
+    InputRecord,
+    PartitionLogic,
+    Pipeline,
+)
 from service.runtime.output import Pending, TaskOutput
 from service.runtime.restarts import RecordFailedError, RestartPolicy
 from tables.store import PartitionStore
@@ -63,6 +70,7 @@ class Task:
         self.txn = store.begin()
         self.logic: PartitionLogic = pipeline.create_logic(partition, store, self.txn)
         self._async = cast(AsyncLogic, self.logic) if hasattr(self.logic, "flush") else None
+        self._firing = self.logic if isinstance(self.logic, BoundedFiring) else None
         self.committed_offsets = dict(offsets)
         self.next_offsets = dict(offsets)
         self._futures: list[asyncio.Future[RecordMetadata]] = []
@@ -94,6 +102,7 @@ class Task:
         # Looked up once: this loop runs per record.
         poisoned = self.restarts.poisoned if self.restarts is not None else {}
         process, output, monotonic = self.logic.process, self.output, time.monotonic
+        firing = self._firing
         for record in records:
             offset = record.offset
             if offset < expected:
@@ -111,6 +120,8 @@ class Task:
                     raise RecordFailedError((record.topic, record.partition, offset), exc) from exc
             processed += 1
             last_offset = offset
+            if firing is not None and firing.firing_due:
+                break  # a checkpoint's worth of windows closed: see fire_due
         if last_offset is not None:
             self.next_offsets[tp] = last_offset + 1
         self.records_in += processed
@@ -135,6 +146,36 @@ class Task:
         for record in records:
             logic.process_broadcast(record, self.output)
         await self._send(self.output.take())
+
+    @property
+    def firing_due(self) -> bool:
+        """The watermark closed more windows than one checkpoint fires: the runtime
+        checkpoints and calls :meth:`fire_due` until this is False, before the
+        next record."""
+        return self._firing is not None and self._firing.firing_due
+
+    async def fire_due(self, tp: TopicPartition | None = None) -> int:
+        """Fire the next checkpoint's worth of what the watermark closed; send it.
+
+        Args:
+            tp: the input whose last record moved the watermark; a failure is that
+                record's, as it would have been had everything fired at once.
+
+        Returns:
+            How many records it sent.
+        """
+        assert self._firing is not None
+        await self._ensure_transaction()
+        try:
+            self._firing.fire_due(self.output)
+        except Exception as exc:
+            last = None if tp is None else self.next_offsets.get(tp)
+            if tp is None or not last:
+                raise
+            raise RecordFailedError((tp.topic, tp.partition, last - 1), exc) from exc
+        pending = self.output.take()
+        await self._send(pending)
+        return len(pending)
 
     async def tick(self, now_ms: int) -> None:
         """Let the logic act on processing time; send what it emits, if anything."""

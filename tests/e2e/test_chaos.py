@@ -47,6 +47,9 @@ async def test_exactly_once_survives_every_fault_kind() -> None:
         sensors=20,
         kinds=ALL_KINDS,
         duration_s=32.0,
+        # Two windows per checkpoint: the watermarks that close several at once are
+        # fired over several checkpoints, and the faults land between them too.
+        window_firings_per_checkpoint=2,
     )
     result, table = await _run(config)
     assert result.clean, table

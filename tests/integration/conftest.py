@@ -15,9 +15,11 @@ from tests.support.kafka import unique_settings
 
 @pytest.fixture
 def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
-    """Fresh topics and state per test; parametrize indirectly with a guarantee."""
-    guarantee = getattr(request, "param", "exactly_once")
-    return unique_settings(tmp_path, processing_guarantee=guarantee)
+    """Fresh topics and state per test; parametrize indirectly with a guarantee, or
+    with other settings' values."""
+    param = getattr(request, "param", "exactly_once")
+    overrides = {"processing_guarantee": param} if isinstance(param, str) else param
+    return unique_settings(tmp_path, **overrides)
 
 
 @pytest.fixture

@@ -156,3 +156,49 @@ async def test_bad_records_go_to_dead_letters_and_good_ones_are_aggregated(
     assert first["avg"] == pytest.approx(sum(40.0 + i for i in range(10)) / 10)
     status = worker.status()["stages"]["sensor_averages"]
     assert status["dead_letters"] == len(BAD_RECORDS)
+
+
+@pytest.mark.parametrize(
+    "settings", [{"window_firings_per_checkpoint": 3}], indirect=True, ids=["3-per-checkpoint"]
+)
+async def test_windows_one_watermark_closes_are_fired_over_several_checkpoints_exactly_once(
+    settings: Settings, worker: Worker
+) -> None:
+    """Aligned windows of every key close at one watermark; a checkpoint holds at
+    most EDDY_WINDOW_FIRINGS_PER_CHECKPOINT of them (a million keys' would not fit
+    in memory), so the worker fires them over several. Each result comes out once."""
+    sensors = [f"sensor_{i}" for i in range(120)]
+    readings = [(sensor, BASE_MS + 1_000, 20.0) for sensor in sensors]
+    await produce(settings, readings_topic(settings), [reading(*r) for r in readings])
+    runtime = worker.runtimes["sensor_averages"]
+    registry = worker.metrics.registry
+
+    def sample(name: str) -> float:
+        return registry.get_sample_value(name, {"stage": "sensor_averages"}) or 0.0
+
+    def all_committed() -> bool:
+        done = sample("eddy_records_in_total") == len(readings)
+        return done and not any(task.has_work for task in runtime.tasks.values())
+
+    await wait_until(all_committed)
+    before = sample("eddy_commits_total")
+    # Each sensor's next reading an hour later: the first on each partition closes
+    # the windows of every sensor there.
+    closing = [(s, BASE_MS + 3_600_000, 50.0) for s in sensors]
+    await produce(settings, readings_topic(settings), [reading(*r) for r in closing])
+    expected = expected_windows(
+        readings + closing,
+        size_ms=sensor_settings().window_size_ms,
+        bound_ms=sensor_settings().watermark_bound_ms,
+        partitions=settings.partitions,
+    )
+    records = await read_all(
+        settings, settings.topic("sensor-averages"), min_records=len(expected.windows)
+    )
+    results = [orjson.loads(r.value) for r in records]
+    keys = [(r["sensor_id"], r["window_start_ms"]) for r in results]
+    assert len(keys) == len(set(keys)), "a window was emitted twice"
+    assert set(keys) == set(expected.windows)
+    assert len(keys) == len(sensors)
+    # 120 windows closed at once: at most 3 per checkpoint, so at least 40 of them.
+    assert sample("eddy_commits_total") - before >= len(sensors) / 3

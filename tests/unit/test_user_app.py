@@ -80,6 +80,30 @@ def test_the_timer_agent_gives_the_fluent_windows_results(
     assert _run(timers.app, clicks, "clicks-per-minute-timers", "clicks-late-timers") == expected
 
 
+def test_the_driver_fires_every_window_a_watermark_closes_a_checkpoints_worth_at_a_time(
+    user_package: tuple[ModuleType, ModuleType],
+) -> None:
+    """Thirty users' minutes close at one watermark; the worker fires at most
+    EDDY_WINDOW_FIRINGS_PER_CHECKPOINT per checkpoint, and the driver does the same."""
+    fluent, _ = user_package
+    clicks = [{"user": f"u{n:02}", "page": "/", "ts_ms": 1_000 + n} for n in range(30)]
+    clicks.append({"user": "u00", "page": "/", "ts_ms": 5 * MINUTE_MS})  # closes minute 0
+
+    def closed(firings: int) -> list[tuple[str, int, int]]:
+        settings = {"window_firings_per_checkpoint": firings}
+        with TestDriver(fluent.app, settings=settings) as driver:
+            for click in clicks:
+                driver.send("clicks", fluent.Click(**click))
+            return [
+                (o.value["user"], o.value["window_start_ms"], o.value["value"])
+                for o in driver.read("clicks-per-minute")
+            ]
+
+    all_at_once = closed(10_000)
+    assert sorted(all_at_once) == [(f"u{n:02}", 0, 1) for n in range(30)]
+    assert closed(4) == all_at_once
+
+
 def test_the_fluent_windows_are_counted_and_late_clicks_set_aside(
     user_package: tuple[ModuleType, ModuleType],
 ) -> None:

@@ -437,3 +437,50 @@ def test_stopping_and_restoring_mid_stream_changes_nothing(
     second.end_of_input()
     assert first.outputs + second.outputs == baseline.outputs
     assert first.dropped_late + second.dropped_late == baseline.dropped_late
+
+
+def bounded(h: WindowHarness, limit: int) -> WindowHarness:
+    h.windows.operator.firing_limit = limit
+    return h
+
+
+@given(
+    ops=ops_strategy,
+    keys=st.lists(st.sampled_from("abcd"), min_size=60, max_size=60),
+    limit=st.integers(1, 4),
+    crash=st.booleans(),
+    name=st.sampled_from(sorted(RESTORE_SPECS)),
+)
+def test_firing_a_few_timers_at_a_time_with_checkpoints_between_changes_nothing(
+    ops: list[Op], keys: list[str], limit: int, crash: bool, name: str
+) -> None:
+    """Aligned windows of every key close at one watermark; a worker fires them a
+    checkpoint's worth at a time (and may crash between two parts, then restore
+    the state and clock of the last). The results, in order, are those of firing
+    all at once."""
+    make, bound_ms = RESTORE_SPECS[name]
+    baseline = harness(make(), bound_ms)
+    for op, key in zip(ops, keys, strict=False):
+        apply(baseline, op, key)
+    baseline.end_of_input()
+
+    outputs: list[Emission] = []
+    dropped = 0
+    h = bounded(harness(make(), bound_ms), limit)
+
+    def fire_the_rest() -> None:
+        nonlocal h, outputs, dropped
+        while h.windows.operator.firing_due:
+            if crash:
+                outputs, dropped = outputs + h.outputs, dropped + h.dropped_late
+                h = bounded(restart(h, make(), bound_ms), limit)
+                assert h.windows.operator.firing_due, "the restore forgot what was due"
+            h.fire_due()
+
+    for op, key in zip(ops, keys, strict=False):
+        apply(h, op, key)
+        fire_the_rest()
+    h.end_of_input()
+    fire_the_rest()
+    assert outputs + h.outputs == baseline.outputs
+    assert dropped + h.dropped_late == baseline.dropped_late

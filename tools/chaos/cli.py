@@ -56,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the workers' EDDY_SESSION_TIMEOUT_MS: how soon a killed worker's partitions move",
     )  # fmt: skip
     parser.add_argument(
+        "--window-firings-per-checkpoint", type=int, default=10_000,
+        help="the workers' EDDY_WINDOW_FIRINGS_PER_CHECKPOINT (small: the windows one "
+        "watermark closes fire over several checkpoints, between which faults land)",
+    )  # fmt: skip
+    parser.add_argument(
         "--duration", type=float, default=0.0,
         help="seconds to produce the input over (default: about 8 s per fault)",
     )  # fmt: skip
@@ -124,6 +129,7 @@ def run_cli(args: argparse.Namespace) -> int:
             guarantee=args.guarantee,
             commit_interval_ms=intervals[0] if intervals else 100,
             session_timeout_ms=args.session_timeout_ms,
+            window_firings_per_checkpoint=args.window_firings_per_checkpoint,
             duration_s=args.duration,
         )
         schedules = [make_schedule(replace(base, seed=seed)) for seed in seeds]

@@ -126,7 +126,8 @@ def render(result: RunResult, console: Console) -> None:
     console.print(
         f"[bold]chaos run {result.run_id}[/] seed {cfg.seed}, {cfg.guarantee}, "
         f"{cfg.workers} workers, commit interval {cfg.commit_interval_ms} ms, "
-        f"session timeout {cfg.session_timeout_ms} ms"
+        f"session timeout {cfg.session_timeout_ms} ms, "
+        f"at most {cfg.window_firings_per_checkpoint} windows fired per checkpoint"
     )
     faults = Table(title="faults injected", title_justify="left")
     for column in ("kind", "injected", "landed", "recovery s (min / median / max)"):

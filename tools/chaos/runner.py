@@ -77,6 +77,7 @@ def run_settings(schedule: Schedule, tag: str, run_dir: Path) -> Settings:
         processing_guarantee=cfg.guarantee,
         commit_interval_ms=cfg.commit_interval_ms,
         session_timeout_ms=cfg.session_timeout_ms,
+        window_firings_per_checkpoint=cfg.window_firings_per_checkpoint,
         partitions=cfg.partitions,
         state_dir=run_dir / "state",
         api_port=0,

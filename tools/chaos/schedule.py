@@ -72,6 +72,9 @@ class RunConfig:
     commit_interval_ms: int = 100
     session_timeout_ms: int = 6_000
     partitions: int = 6
+    # The workers' EDDY_WINDOW_FIRINGS_PER_CHECKPOINT: small, the windows a watermark
+    # closes are fired over several checkpoints, which the faults then hit.
+    window_firings_per_checkpoint: int = 10_000
     # Target time to produce the input. 0 = long enough for the faults to land
     # while records still flow (about 8 s per fault).
     duration_s: float = 0.0
@@ -91,6 +94,8 @@ class RunConfig:
             problems.append("--guarantee must be exactly_once or at_least_once")
         if not 10 <= self.commit_interval_ms <= 60_000:
             problems.append("--commit-interval-ms must be between 10 and 60000")
+        if self.window_firings_per_checkpoint < 1:
+            problems.append("--window-firings-per-checkpoint must be >= 1")
         if self.session_timeout_ms < 1_000:
             problems.append("--session-timeout-ms must be >= 1000")
         if problems:

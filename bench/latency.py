@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # type: ignore[import-untyped]
 
+from bench.background import Background
 from bench.workload import BOUND_MS, WINDOW_MS, encode
 from service.app.queries import partition_for
 
@@ -40,10 +41,11 @@ def due(elapsed_s: float, rate_per_s: int) -> int:
 
 
 @dataclass
-class LiveLoad:
+class LiveLoad(Background):
     """Readings produced at ``rate_per_s`` until stopped; remembers when each partition's
     event time advanced."""
 
+    thread_name = "bench-live-load"
     bootstrap: str
     topic: str
     partitions: int
@@ -59,17 +61,6 @@ class LiveLoad:
     # readings produced per window start: what a correct worker's results add up to
     per_window: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     failed: int = 0  # readings the broker did not take (delivery errors)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="bench-live-load", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
     def _run(self) -> None:
         producer = Producer(

@@ -15,7 +15,6 @@ Target (issue #20): RSS <= 400 MB per process. Results: ``bench/results/memory.j
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import signal
@@ -30,9 +29,9 @@ from rich.console import Console
 from bench.__main__ import _interrupt
 from bench.contenders import BY_NAME
 from bench.drain import drain
-from bench.errors import BenchError
 from bench.rss import RssSampler, summary, to_json
-from bench.run import Options, Run, load_input, machine, progress, session, start
+from bench.run import Options, Run, load_input, progress, start
+from bench.standalone import measure_and_save
 from bench.verify import verify
 from bench.workload import Shape
 
@@ -126,24 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         readings=args.keys, partitions=[PARTITIONS], contenders=[CONTENDER], one_partition=[],
         cap_s=args.cap_s, quick=False, results_dir=args.results_dir, suite=args.suite,
     )  # fmt: skip
-    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
-        with session(options, console) as run:
-            # One reading per sensor: every key in state, as few records as that takes.
-            result = measure(run, Shape(readings=args.keys, sensors=args.keys), args.cap_s)
-    except BenchError as exc:
-        console.print(f"[red]bench.memory: {exc}[/red]")
-        return 1
-    except KeyboardInterrupt:
-        console.print("[yellow]bench.memory: interrupted[/yellow]")
-        return 130
-    result = {"suite": args.suite, "started_at": started_at, "machine": machine(), **result}
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    path = args.results_dir / f"{args.suite}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    report(result, console)
-    console.print(f"results: {path}")
-    correct = result["correct"]
+    # One reading per sensor: every key in state, as few records as that takes.
+    shape = Shape(readings=args.keys, sensors=args.keys)
+    saved = measure_and_save(
+        "bench.memory", options, console, lambda run: measure(run, shape, args.cap_s)
+    )
+    if isinstance(saved, int):
+        return saved
+    report(saved.result, console)
+    console.print(f"results: {saved.path}")
+    correct = saved.result["correct"]
     return 0 if correct and correct["ok"] else 1
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
 import time
 from dataclasses import dataclass, field
+
+from bench.background import Background
 
 # Enough connections that a slow answer on one does not hold up the schedule: a
 # client pool of this size is what a dashboard backend would keep.
@@ -21,28 +22,19 @@ CONNECTIONS = 32
 
 
 @dataclass
-class RestLoad:
+class RestLoad(Background):
+    thread_name = "bench-rest"
     port: int
     rate_per_s: int
     sensors: int
     latencies_us: list[int] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     errors: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._run()), name="bench-rest", daemon=True
-        )
-        self._thread.start()
+    def _run(self) -> None:
+        asyncio.run(self._requests())
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    async def _run(self) -> None:
+    async def _requests(self) -> None:
         queue: asyncio.Queue[float] = asyncio.Queue()
         workers = [asyncio.create_task(self._connection(queue)) for _ in range(CONNECTIONS)]
         started = time.monotonic()

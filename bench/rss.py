@@ -11,11 +11,11 @@ for its ingest processes.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.background import Background
 from bench.procs import _tree
 
 QUERY = "query"  # the `eddy worker` process: the query plane and the supervisor
@@ -69,23 +69,13 @@ class Sample:
 
 
 @dataclass
-class RssSampler:
+class RssSampler(Background):
     """Samples :func:`rss_by_label` every ``interval_ms`` on a thread of its own."""
 
+    thread_name = "bench-rss"
     root_pid: int
     interval_ms: int
     samples: list[Sample] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
     def _run(self) -> None:
         started = time.monotonic()

@@ -25,7 +25,6 @@ in it, and no window has two results. Results: ``bench/results/soak.{json,png}``
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import signal
 import sys
@@ -44,7 +43,8 @@ from bench.contenders import BY_NAME, Input, Launched, input_topic
 from bench.errors import BenchError
 from bench.latency import LiveLoad
 from bench.rss import RssSampler, Sample, summary, to_json
-from bench.run import Options, Run, machine, session, start
+from bench.run import Options, Run, start
+from bench.standalone import measure_and_save
 from bench.workload import BOUND_MS, WINDOW_MS
 
 CONTENDER = "eddy-eos-100ms"
@@ -250,20 +250,17 @@ def main(argv: list[str] | None = None) -> int:
         readings=0, partitions=[PARTITIONS], contenders=[CONTENDER], one_partition=[],
         cap_s=0, quick=False, results_dir=args.results_dir, suite=args.suite,
     )  # fmt: skip
-    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
-        with session(options, console) as run:
-            result, samples = soak(run, args)
-    except BenchError as exc:
-        console.print(f"[red]bench.soak: {exc}[/red]")
-        return 1
-    except KeyboardInterrupt:
-        console.print("[yellow]bench.soak: interrupted[/yellow]")
-        return 130
-    result = {"suite": args.suite, "started_at": started_at, "machine": machine(), **result}
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    path = args.results_dir / f"{args.suite}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    samples: list[Sample] = []  # the sampler's own, for the chart (the JSON's are rounded)
+
+    def measure(run: Run) -> dict[str, Any]:
+        result, sampled = soak(run, args)
+        samples.extend(sampled)
+        return result
+
+    saved = measure_and_save("bench.soak", options, console, measure)
+    if isinstance(saved, int):
+        return saved
+    result, path = saved.result, saved.path
     rss_chart(
         samples,
         path.with_suffix(".png"),

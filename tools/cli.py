@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from service.cli import bounded
 from service.cli_parser import OneLineParser, print_error
@@ -98,112 +98,83 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    kafka = commands.add_parser("kafka", help="fetch, start, stop the local Kafka broker")
-    kafka_actions = kafka.add_subparsers(dest="action", required=True, metavar="action")
-    kafka_actions.add_parser(
-        "fetch", help="download the Kafka jars (once per version) into $EDDY_HOME/kafka"
+    kafka = _actions(
+        commands,
+        "kafka",
+        "fetch, start, stop the local Kafka broker",
+        _kafka,
+        {
+            "fetch": "download the Kafka jars (once per version) into $EDDY_HOME/kafka",
+            "start": "start the local broker, unless one already answers",
+            "cluster-start": "start a KRaft cluster of --brokers brokers (KAFKA_VERSION) on "
+            ":19092..",
+            "cluster-stop": "stop that cluster and delete its data",
+            "stop": "stop eddy's local broker (nothing to do if it is not running)",
+            "status": "is the local broker running: pid, version, address (exit 1 if not)",
+        },
     )
-    kafka_actions.add_parser("start", help="start the local broker, unless one already answers")
-    for action, what in (
-        ("cluster-start", "start a KRaft cluster of --brokers brokers (KAFKA_VERSION) on :19092.."),
-        ("cluster-stop", "stop that cluster and delete its data"),
-    ):
-        cluster = kafka_actions.add_parser(action, help=what)
+    for cluster in (kafka["cluster-start"], kafka["cluster-stop"]):
         cluster.add_argument(
             "--brokers", type=int, default=3,
             help="brokers (replication factor; min.insync.replicas 2 from 2 brokers on)",
         )  # fmt: skip
-    kafka_actions.add_parser(
-        "stop", help="stop eddy's local broker (nothing to do if it is not running)"
-    )
-    _json(
-        kafka_actions.add_parser(
-            "status", help="is the local broker running: pid, version, address (exit 1 if not)"
-        )
-    )
-    kafka.set_defaults(handler=_kafka)
 
-    postgres = commands.add_parser(
-        "postgres", help="start, stop the local PostgreSQL; migrate the sink's schema"
+    _actions(
+        commands,
+        "postgres",
+        "start, stop the local PostgreSQL; migrate the sink's schema",
+        _postgres,
+        {
+            "start": "start the local PostgreSQL (initdb on first use), unless one answers",
+            "stop": "stop eddy's local PostgreSQL (nothing to do if it is not running)",
+            "status": "is the local PostgreSQL running: pid, DSN, data dir (exit 1 if not)",
+            "migrate": "apply the PostgreSQL sink's schema migrations (EDDY_POSTGRES_DSN)",
+        },
     )
-    postgres_actions = postgres.add_subparsers(dest="action", required=True, metavar="action")
-    postgres_actions.add_parser(
-        "start", help="start the local PostgreSQL (initdb on first use), unless one answers"
-    )
-    postgres_actions.add_parser(
-        "stop", help="stop eddy's local PostgreSQL (nothing to do if it is not running)"
-    )
-    _json(
-        postgres_actions.add_parser(
-            "status", help="is the local PostgreSQL running: pid, DSN, data dir (exit 1 if not)"
-        )
-    )
-    postgres_actions.add_parser(
-        "migrate", help="apply the PostgreSQL sink's schema migrations (EDDY_POSTGRES_DSN)"
-    )
-    postgres.set_defaults(handler=_postgres)
 
-    registry = commands.add_parser(
-        "registry", help="build, start, stop a local schema registry (Apicurio, Confluent's API)"
+    _actions(
+        commands,
+        "registry",
+        "build, start, stop a local schema registry (Apicurio, Confluent's API)",
+        _registry,
+        {
+            "fetch": "build Apicurio Registry from Maven Central (once) into $EDDY_HOME",
+            "start": "start the local registry on 127.0.0.1:8081, unless one answers",
+            "stop": "stop the local registry (its schemas are in memory: they go too)",
+            "status": "does a registry answer at 127.0.0.1:8081: pid, URL (exit 1 if not)",
+        },
     )
-    registry_actions = registry.add_subparsers(dest="action", required=True, metavar="action")
-    registry_actions.add_parser(
-        "fetch", help="build Apicurio Registry from Maven Central (once) into $EDDY_HOME"
-    )
-    registry_actions.add_parser(
-        "start", help="start the local registry on 127.0.0.1:8081, unless one answers"
-    )
-    registry_actions.add_parser(
-        "stop", help="stop the local registry (its schemas are in memory: they go too)"
-    )
-    _json(
-        registry_actions.add_parser(
-            "status", help="does a registry answer at 127.0.0.1:8081: pid, URL (exit 1 if not)"
-        )
-    )
-    registry.set_defaults(handler=_registry)
 
-    s3 = commands.add_parser(
-        "s3", help="start, stop a local S3-compatible server (moto) for snapshots"
+    s3 = _actions(
+        commands,
+        "s3",
+        "start, stop a local S3-compatible server (moto) for snapshots",
+        _s3,
+        {
+            "start": "start the local S3 server with a bucket; prints the AWS_* to export",
+            "stop": "stop the local S3 server (its objects are in memory: they go too)",
+            "status": "is the local S3 server running: pid, endpoint (exit 1 if not)",
+        },
     )
-    s3_actions = s3.add_subparsers(dest="action", required=True, metavar="action")
-    s3_start = s3_actions.add_parser(
-        "start", help="start the local S3 server with a bucket; prints the AWS_* to export"
-    )
-    s3_start.add_argument(
+    s3["start"].add_argument(
         "--port", type=bounded(int, 0, 65_535), default=0, help="port (default: a free one)"
     )
-    s3_start.add_argument("--bucket", default="eddy", help="bucket to create (%(default)s)")
-    s3_actions.add_parser(
-        "stop", help="stop the local S3 server (its objects are in memory: they go too)"
-    )
-    _json(
-        s3_actions.add_parser(
-            "status", help="is the local S3 server running: pid, endpoint (exit 1 if not)"
-        )
-    )
-    s3.set_defaults(handler=_s3)
+    s3["start"].add_argument("--bucket", default="eddy", help="bucket to create (%(default)s)")
 
-    spark = commands.add_parser(
-        "spark", help="fetch hadoop-aws, package the jobs, run a local standalone cluster"
+    _actions(
+        commands,
+        "spark",
+        "fetch hadoop-aws, package the jobs, run a local standalone cluster",
+        _spark,
+        {
+            "fetch": "download hadoop-aws for pyspark's Hadoop (once) into $EDDY_HOME/spark; "
+            "prints the jars for --jars",
+            "package": "zip spark_jobs, service and tables for spark-submit --py-files",
+            "start": "start a standalone master and one worker on free ports",
+            "stop": "stop the standalone master and worker",
+            "status": "is the standalone cluster running: master URL, pids (exit 1 if not)",
+        },
     )
-    spark_actions = spark.add_subparsers(dest="action", required=True, metavar="action")
-    spark_actions.add_parser(
-        "fetch",
-        help="download hadoop-aws for pyspark's Hadoop (once) into $EDDY_HOME/spark; "
-        "prints the jars for --jars",
-    )
-    spark_actions.add_parser(
-        "package", help="zip spark_jobs, service and tables for spark-submit --py-files"
-    )
-    spark_actions.add_parser("start", help="start a standalone master and one worker on free ports")
-    spark_actions.add_parser("stop", help="stop the standalone master and worker")
-    _json(
-        spark_actions.add_parser(
-            "status", help="is the standalone cluster running: master URL, pids (exit 1 if not)"
-        )
-    )
-    spark.set_defaults(handler=_spark)
 
     simulate = commands.add_parser(
         "simulate",
@@ -318,6 +289,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     docs.set_defaults(handler=_docs)
     return parser
+
+
+def _actions(
+    commands: argparse._SubParsersAction[ToolsParser],
+    name: str,
+    what: str,
+    handler: Callable[[argparse.Namespace], int],
+    actions: dict[str, str],
+) -> dict[str, ToolsParser]:
+    """A command whose first argument is its action (``kafka start``): one parser
+    per action, listed in the order given, each with its help; ``status`` takes
+    ``--json``. The parsers by action, for the options only one action takes."""
+    command = commands.add_parser(name, help=what)
+    subparsers = command.add_subparsers(dest="action", required=True, metavar="action")
+    parsers = {action: subparsers.add_parser(action, help=text) for action, text in actions.items()}
+    if "status" in parsers:
+        _json(parsers["status"])
+    command.set_defaults(handler=handler)
+    return parsers
 
 
 def _json(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from copy import deepcopy
 from types import ModuleType
 from typing import Any
 
@@ -51,34 +52,28 @@ class Tagged(BaseModel):
     typed: bool
 
 
-READING_AVRO = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "eddy.test",
-    "fields": [
-        {"name": "sensor_id", "type": "string"},
-        {"name": "timestamp_ms", "type": "long"},
-        {"name": "temperature", "type": "double"},
-    ],
-}
-TAGGED_AVRO = {
-    "type": "record",
-    "name": "Tagged",
-    "namespace": "eddy.test",
-    "fields": [
-        {"name": "sensor_id", "type": "string"},
-        {"name": "temperature", "type": "double"},
-        {"name": "source", "type": "string"},
-        {"name": "typed", "type": "boolean"},
-    ],
-}
+def avro_record(name: str, *fields: dict[str, Any]) -> dict[str, Any]:
+    """An Avro record schema in ``eddy.test``: the schemas below differ in their
+    name and fields only. The fields are copies, as if each schema were written
+    out: a library that annotates a schema in place cannot change another."""
+    fields_copy = deepcopy(list(fields))
+    return {"type": "record", "name": name, "namespace": "eddy.test", "fields": fields_copy}
+
+
+SENSOR_ID = {"name": "sensor_id", "type": "string"}
+TIMESTAMP_MS = {"name": "timestamp_ms", "type": "long"}
+TEMPERATURE = {"name": "temperature", "type": "double"}
+
+READING_AVRO = avro_record("Reading", SENSOR_ID, TIMESTAMP_MS, TEMPERATURE)
+TAGGED_AVRO = avro_record(
+    "Tagged",
+    SENSOR_ID,
+    TEMPERATURE,
+    {"name": "source", "type": "string"},
+    {"name": "typed", "type": "boolean"},
+)
 STRING_KEY = '"string"'
-ALIEN = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "eddy.test",
-    "fields": [{"name": "id", "type": "string"}, {"name": "celsius", "type": "int"}],
-}
+ALIEN = avro_record("Reading", {"name": "id", "type": "string"}, {"name": "celsius", "type": "int"})
 
 
 def tagger(source: str) -> Callable[[Any], Tagged]:
@@ -215,40 +210,23 @@ async def test_an_agent_reads_avro_protobuf_and_json_schema_and_writes_avro(
     assert json.loads(registered.schema.schema_str)["name"] == "Tagged"
 
 
-V1 = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "eddy.test",
-    "fields": [
-        {"name": "sensor_id", "type": "string"},
-        {"name": "timestamp_ms", "type": "long"},
-        {"name": "temperature", "type": "double"},
-        {"name": "location", "type": "string", "default": ""},
-    ],
-}
+V1 = avro_record(
+    "Reading",
+    SENSOR_ID,
+    TIMESTAMP_MS,
+    TEMPERATURE,
+    {"name": "location", "type": "string", "default": ""},
+)
 # v2: a new optional field, and location removed (backward compatible).
-V2 = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "eddy.test",
-    "fields": [
-        {"name": "sensor_id", "type": "string"},
-        {"name": "timestamp_ms", "type": "long"},
-        {"name": "temperature", "type": "double"},
-        {"name": "humidity", "type": ["null", "double"], "default": None},
-    ],
-}
+V2 = avro_record(
+    "Reading",
+    SENSOR_ID,
+    TIMESTAMP_MS,
+    TEMPERATURE,
+    {"name": "humidity", "type": ["null", "double"], "default": None},
+)
 # Incompatible with v2 under BACKWARD: temperature a string cannot read doubles.
-V3 = {
-    "type": "record",
-    "name": "Reading",
-    "namespace": "eddy.test",
-    "fields": [
-        {"name": "sensor_id", "type": "string"},
-        {"name": "timestamp_ms", "type": "long"},
-        {"name": "temperature", "type": "string"},
-    ],
-}
+V3 = avro_record("Reading", SENSOR_ID, TIMESTAMP_MS, {"name": "temperature", "type": "string"})
 
 
 class ReadingV2(BaseModel):

@@ -7,30 +7,31 @@ import argparse
 
 from rich.console import Console
 
-from service.cli_parser import print_json
 from service.settings import Settings
 from tools import localkafka
+from tools.server_cli import Headline, print_status, run_action
+
+HEADLINE = Headline(
+    not_ready="not answering yet",
+    other="not running (another Kafka broker, not eddy's, answers on the port)",
+)
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit codes: 0 done (start/stop are no-ops when nothing is to do); status
     returns 1 when eddy's broker is not running, so scripts can test it."""
-    console = Console()
-    action: str = args.action
-    if action == "fetch":
-        lib = localkafka.fetch(console=console)
-        console.print(f"Kafka jars: {lib}", markup=False, highlight=False, soft_wrap=True)
-    elif action == "start":
-        localkafka.ensure_running(console=console)
-    elif action == "stop":
-        localkafka.stop(console=console)
-    elif action == "status":
-        return _status(console, as_json=getattr(args, "json", False))
-    elif action in ("cluster-start", "cluster-stop"):
-        _cluster(console, action, args.brokers)
-    else:  # argparse's subcommands make this unreachable from the command line
-        raise ValueError(f"unknown kafka action {action!r}")
-    return 0
+    others = {
+        "fetch": _fetch,
+        # Lambdas: only these two actions have --brokers, read when one runs.
+        "cluster-start": lambda console: _cluster(console, "cluster-start", args.brokers),
+        "cluster-stop": lambda console: _cluster(console, "cluster-stop", args.brokers),
+    }
+    return run_action("kafka", args, localkafka, _status, others)
+
+
+def _fetch(console: Console) -> None:
+    lib = localkafka.fetch(console=console)
+    console.print(f"Kafka jars: {lib}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _cluster(console: Console, action: str, nodes: int) -> None:
@@ -48,43 +49,33 @@ def _cluster(console: Console, action: str, nodes: int) -> None:
     )
 
 
-def _status(console: Console, *, as_json: bool = False) -> int:
+def _status(console: Console, as_json: bool) -> int:
     state = localkafka.status()
-    if as_json:
-        print_json(
-            {
-                "running": state.running,
-                "ready": state.ready,
-                "external": state.external,
-                "version": state.version,
-                "pid": state.pid,
-                "bootstrap": state.bootstrap,
-                "data_dir": str(state.data_dir),
-                "eddy_bootstrap_servers": _settings().bootstrap_servers,
-            }
-        )
-        return 0 if state.running else 1
-    if state.running:
-        headline = "running" + ("" if state.ready else " (not answering yet)")
-    elif state.external:
-        headline = "not running (another Kafka broker, not eddy's, answers on the port)"
-    else:
-        headline = "not running"
+    settings = _settings()
+    fields: dict[str, object] = {
+        "running": state.running,
+        "ready": state.ready,
+        "external": state.external,
+        "version": state.version,
+        "pid": state.pid,
+        "bootstrap": state.bootstrap,
+        "data_dir": str(state.data_dir),
+        "eddy_bootstrap_servers": settings.bootstrap_servers,
+    }
     rows = [
-        ("Kafka", headline),
+        ("Kafka", HEADLINE.of(state.running, state.ready, state.external)),
         ("version", state.version),
         ("pid", str(state.pid) if state.pid else "-"),
         ("bootstrap", state.bootstrap),
         ("data dir", str(state.data_dir)),
     ]
-    settings = _settings()
     if not settings.uses_local_broker:
         rows.append(
             ("note", f"EDDY_BOOTSTRAP_SERVERS={settings.bootstrap_servers}: eddy uses that")
         )
-    for name, value in rows:
-        console.print(f"{name:<10} {value}", markup=False, highlight=False, soft_wrap=True)
-    return 0 if state.running else 1
+    return print_status(
+        console, up=state.running, as_json=as_json, fields=fields, rows=rows, width=10
+    )
 
 
 def _settings() -> Settings:

@@ -8,26 +8,19 @@ import os
 
 from rich.console import Console
 
-from service.cli_parser import print_json
 from tools import postgres
+from tools.server_cli import Headline, print_status, run_action
+
+HEADLINE = Headline(
+    not_ready="not accepting connections yet",
+    other="not running (another PostgreSQL, not eddy's, answers on the port)",
+)
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit codes: 0 done (start/stop are no-ops when nothing is to do); status
     returns 1 when eddy's server is not running, so scripts can test it."""
-    console = Console()
-    action: str = args.action
-    if action == "start":
-        postgres.ensure_running(console=console)
-    elif action == "stop":
-        postgres.stop(console=console)
-    elif action == "status":
-        return _status(console, as_json=getattr(args, "json", False))
-    elif action == "migrate":
-        _migrate(console)
-    else:  # argparse's subcommands make this unreachable from the command line
-        raise ValueError(f"unknown postgres action {action!r}")
-    return 0
+    return run_action("postgres", args, postgres, _status, {"migrate": _migrate})
 
 
 def _migrate(console: Console) -> None:
@@ -55,34 +48,24 @@ def _migrate(console: Console) -> None:
     )
 
 
-def _status(console: Console, *, as_json: bool = False) -> int:
+def _status(console: Console, as_json: bool) -> int:
     state = postgres.status()
-    if as_json:
-        print_json(
-            {
-                "running": state.running,
-                "ready": state.ready,
-                "external": state.external,
-                "pid": state.pid,
-                "dsn": state.dsn,
-                "data_dir": str(state.data_dir),
-                "log": str(state.log),
-            }
-        )
-        return 0 if state.running else 1
-    if state.running:
-        headline = "running" + ("" if state.ready else " (not accepting connections yet)")
-    elif state.external:
-        headline = "not running (another PostgreSQL, not eddy's, answers on the port)"
-    else:
-        headline = "not running"
+    fields: dict[str, object] = {
+        "running": state.running,
+        "ready": state.ready,
+        "external": state.external,
+        "pid": state.pid,
+        "dsn": state.dsn,
+        "data_dir": str(state.data_dir),
+        "log": str(state.log),
+    }
     rows = [
-        ("PostgreSQL", headline),
+        ("PostgreSQL", HEADLINE.of(state.running, state.ready, state.external)),
         ("pid", str(state.pid) if state.pid else "-"),
         ("dsn", state.dsn),
         ("data dir", str(state.data_dir)),
         ("log", str(state.log)),
     ]
-    for name, value in rows:
-        console.print(f"{name:<10} {value}", markup=False, highlight=False, soft_wrap=True)
-    return 0 if state.running else 1
+    return print_status(
+        console, up=state.running, as_json=as_json, fields=fields, rows=rows, width=10
+    )

@@ -16,12 +16,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
 from service.errors import EddyError
 from service.paths import eddy_home
+from tools.managed import Managed
 
 BUCKET = "eddy"
 HOST = "127.0.0.1"
@@ -57,7 +57,7 @@ def _free_port() -> int:
         return port
 
 
-class LocalS3:
+class LocalS3(Managed):
     """moto's S3 server on ``port`` (a free one if 0) with ``bucket`` created.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`; ``log``
@@ -135,17 +135,6 @@ class LocalS3:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-    def __enter__(self) -> LocalS3:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 # -- the developer's server, kept across commands -------------------------------------

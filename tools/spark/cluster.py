@@ -19,13 +19,13 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import httpx
 
 from service.errors import EddyError
 from service.paths import eddy_home
+from tools.managed import Managed
 from tools.spark.jars import spark_home
 
 HOST = "127.0.0.1"
@@ -59,7 +59,7 @@ def package(destination: Path) -> Path:
     return destination
 
 
-class StandaloneCluster:
+class StandaloneCluster(Managed):
     """A master and a worker with ``cores`` and ``memory`` (``"1g"``), logging and
     working under ``directory``; ``env`` is added to both processes' environment
     (executors inherit the worker's: credentials for an object store go there).
@@ -187,17 +187,6 @@ class StandaloneCluster:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self.processes.clear()
-
-    def __enter__(self) -> StandaloneCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 # -- the developer's cluster, kept across commands --------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiokafka import errors
+from aiokafka import AIOKafkaConsumer, TopicPartition, errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -114,6 +114,7 @@ async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec]) -> dict[
             if created:
                 log.info("created %d topics: %s", len(created), ", ".join(created))
             counts = await _wait_for(admin, [s.name for s in specs])
+            await _wait_until_led(settings, {name: counts[name] for name in created})
         for spec in specs:
             if spec.exact_partitions and counts[spec.name] != spec.partitions:
                 raise TopicMismatchError(
@@ -161,6 +162,33 @@ async def _wait_for(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, i
         await asyncio.sleep(0.1)
     missing = sorted(set(names) - set(counts))
     raise BrokerUnavailableError(f"topics {missing} did not appear after creation")
+
+
+async def _wait_until_led(settings: Settings, counts: Mapping[str, int]) -> None:
+    """Return once the broker answers for every partition of the new topics.
+
+    A new topic's metadata names its leader before that broker has loaded the
+    partition; a consumer asking for offsets in between gets NOT_LEADER, and
+    aiokafka's reset of a fresh assignment was seen to keep failing so for a
+    minute (without refreshing its metadata) after the partition was ready.
+    Asking for the end offsets here, with aiokafka's own retries and metadata
+    refreshes, holds the worker back until the first real request succeeds.
+    """
+    if not counts:
+        return
+    tps = [TopicPartition(name, p) for name, n in counts.items() for p in range(n)]
+    consumer = AIOKafkaConsumer(
+        **connection_kwargs(settings), group_id=None, enable_auto_commit=False
+    )
+    try:
+        await consumer.start()
+        await consumer.end_offsets(tps)
+    except KafkaError as exc:
+        raise BrokerUnavailableError(
+            f"the new topics' partitions have no leader yet ({exc}): is the broker healthy?"
+        ) from None
+    finally:
+        await consumer.stop()
 
 
 def topic_roles(built: BuiltApp) -> list[dict[str, Any]]:

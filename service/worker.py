@@ -178,6 +178,8 @@ class Worker(AgentReads):
             # Register (or find) each output's schema before the first result needs it:
             # a refused or missing schema stops the worker here, saying why.
             await asyncio.to_thread(self.built.schemas.prepare_outputs)
+        await self.snapshots.discard_leftovers()
+        await self.savepoints.discard_leftovers()
         pipelines = await self._co_partitioned(self._pipelines)
         self.runtimes = {
             p.name: PipelineRuntime(

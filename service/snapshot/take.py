@@ -74,7 +74,12 @@ class Snapshotter:
                     cuts += taken
                 return await asyncio.to_thread(self._publish, snapshot_id, cuts)
             finally:
-                await asyncio.to_thread(shutil.rmtree, scratch, True)
+                await _finish(asyncio.to_thread(shutil.rmtree, scratch, True))
+
+    async def discard_leftovers(self) -> None:
+        """Remove the cuts of snapshots a killed worker left half-taken: their hard
+        links would keep the store's old files on disk for good."""
+        await asyncio.to_thread(shutil.rmtree, self._scratch, True)
 
     def _cut(
         self, runtime: PipelineRuntime, scratch: Path, tasks: Mapping[int, Task]
@@ -179,6 +184,17 @@ class Snapshotter:
                     published.snapshot_id,
                     len(published.missing),
                 )
+
+
+async def _finish(cleanup: Awaitable[None]) -> None:
+    """Run ``cleanup`` to its end even if the caller is cancelled meanwhile (a worker
+    stopping): a cut left behind holds hard links to the store's files."""
+    running = asyncio.ensure_future(cleanup)
+    try:
+        await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await running
+        raise
 
 
 async def take_everywhere(

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 
 from service.eventtime import SystemClock
@@ -100,3 +104,41 @@ async def test_every_interval_all_partitions_are_cut_and_published(tmp_path: Pat
     assert not any((tmp_path / "state").rglob("CURRENT"))
     for task in tasks.values():
         task.store.close()
+
+
+async def test_a_snapshot_cancelled_while_it_cleans_up_still_removes_its_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker stopping cancels the snapshot under way; if the cancel lands while
+    # the cut is being removed, the cut's hard links must not stay on disk.
+    settings = unique_settings(tmp_path, snapshot_root=str(tmp_path / "snap"))
+    store = store_with_rows(tmp_path / "db0")
+    runtime = FakeRuntime({0: FakeTask(store, {TopicPartition("readings", 0): 7})})
+    snapshotter = Snapshotter(settings, lambda: {"sensor_averages": runtime}, SystemClock())  # type: ignore[dict-item]
+    removing = threading.Event()
+    real_rmtree = shutil.rmtree
+
+    def slow_rmtree(path: Path, ignore_errors: bool = False) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            removing.set()
+            time.sleep(0.3)
+        real_rmtree(path, ignore_errors)
+
+    monkeypatch.setattr("service.snapshot.take.shutil.rmtree", slow_rmtree)
+    taking = asyncio.create_task(snapshotter.take("20261127T000000000Z"))
+    assert await asyncio.to_thread(removing.wait, 10)
+    taking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await taking
+    assert not any((tmp_path / "state").rglob("CURRENT"))
+    store.close()
+
+
+async def test_cuts_a_killed_worker_left_are_discarded(tmp_path: Path) -> None:
+    settings = unique_settings(tmp_path, snapshot_root=str(tmp_path / "snap"))
+    snapshotter = Snapshotter(settings, dict, SystemClock())
+    leftover = Path(settings.state_dir) / settings.app_id / ".snapshots" / "x" / "CURRENT"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("MANIFEST-000005\n")
+    await snapshotter.discard_leftovers()
+    assert not leftover.exists()

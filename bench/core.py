@@ -160,8 +160,8 @@ def run_rocksdb(records: list[Record]) -> int:
                 spec(),
                 watermark=BoundedOutOfOrderness(BOUND_MS),
                 state=StoredWindowState(txn),
-                event_timers=StoredTimers(store, txn, timer_table("timers")),
-                processing_timers=StoredTimers(store, txn, timer_table("timers.processing")),
+                event_timers=StoredTimers(txn, timer_table("timers")),
+                processing_timers=StoredTimers(txn, timer_table("timers.processing")),
             )
             emitted = 0
             offset = 0

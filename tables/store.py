@@ -330,6 +330,10 @@ class PartitionTransaction:
         else:
             self._changes.setdefault(table, {})[key] = _DELETED
 
+    def pending(self, table: TableSpec[Any, Any]) -> int:
+        """Changes to ``table`` this transaction holds (uncached tables)."""
+        return len(self._changes.get(table, ()))
+
     @property
     def cached_entries(self) -> int:
         """Values the write-back caches hold in memory."""

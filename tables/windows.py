@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 from service.eventtime import Timer, TimeWindow, WindowEntry
@@ -21,7 +22,7 @@ from tables.codecs import (
     encode_window_first,
     encode_window_key,
 )
-from tables.store import PartitionStore, PartitionTransaction, TableSpec
+from tables.store import PartitionTransaction, TableSpec
 
 WindowKey = tuple[str, TimeWindow]
 
@@ -148,15 +149,25 @@ class StoredWindowState:
 
 
 class StoredTimers:
-    """:class:`service.eventtime.TimerStore`: writes go to the transaction, loads
-    read the committed store (a reload follows a restore or an abort)."""
+    """:class:`service.eventtime.TimerStore` on a table whose keys sort as
+    :func:`service.eventtime.timer_order` does (``encode_timer``). Reads see the
+    open transaction: the queue pages in timers registered since the last commit."""
 
     def __init__(
-        self, store: PartitionStore, txn: PartitionTransaction, table: TableSpec[Timer, bool]
+        self, txn: PartitionTransaction, table: TableSpec[Timer, bool], page_size: int = 4096
     ):
-        self._store = store
         self._txn = txn
         self._table = table
+        self._page_size = page_size
+
+    @property
+    def page_size(self) -> int:
+        """Timers a page holds (the queue keeps up to two pages, about 250 B each).
+        Reading a page sorts the transaction's timer changes, so a page is at least
+        as large as they are: a checkpoint that fires a million timers then reads a
+        few large pages, not a million changes per 4,096 timers. That costs little
+        memory more, since the transaction holds those changes anyway."""
+        return max(self._page_size, self._txn.pending(self._table))
 
     def put_timer(self, timer: Timer) -> None:
         self._txn.put(self._table, timer, True)
@@ -164,5 +175,11 @@ class StoredTimers:
     def delete_timer(self, timer: Timer) -> None:
         self._txn.delete(self._table, timer)
 
-    def load_timers(self) -> Iterable[Timer]:
-        return [timer for timer, _ in self._store.scan(self._table)]
+    def has_timer(self, timer: Timer) -> bool:
+        return self._txn.get(self._table, timer) is not None
+
+    def timers_after(self, after: Timer | None, limit: int | None) -> list[Timer]:
+        # The smallest key after ``after``'s: its encoding with a zero byte appended.
+        lower = b"" if after is None else self._table.encode_key(after) + b"\x00"
+        timers = (timer for timer, _ in self._txn.scan(self._table, lower))
+        return list(timers if limit is None else itertools.islice(timers, limit))

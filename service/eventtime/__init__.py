@@ -24,7 +24,7 @@ from service.eventtime.functions import (
     WindowContext,
 )
 from service.eventtime.operator import WindowOperator, WindowSpec
-from service.eventtime.timers import Timer, TimerQueue, TimerStore
+from service.eventtime.timers import Timer, TimerQueue, TimerStore, timer_order
 from service.eventtime.triggers import (
     ContinuousEventTimeTrigger,
     CountTrigger,
@@ -105,4 +105,5 @@ __all__ = [
     "WindowResult",
     "WindowSpec",
     "WindowState",
+    "timer_order",
 ]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import copy
-from collections.abc import Iterable
 from typing import Any
 
-from service.eventtime.timers import Timer
+from service.eventtime.timers import Timer, timer_order
 from service.eventtime.window_state import WindowEntry
 from service.eventtime.windows import TimeWindow
 
@@ -47,8 +47,16 @@ class MemoryWindowState:
 
 
 class MemoryTimerStore:
-    def __init__(self) -> None:
+    """:class:`service.eventtime.TimerStore` in a set. All timers stay in the queue's
+    memory unless ``page_size`` asks it to page them as it would from RocksDB."""
+
+    def __init__(self, page_size: int | None = None) -> None:
         self.timers: set[Timer] = set()
+        self._page_size = page_size
+
+    @property
+    def page_size(self) -> int | None:
+        return self._page_size
 
     def put_timer(self, timer: Timer) -> None:
         self.timers.add(timer)
@@ -56,8 +64,14 @@ class MemoryTimerStore:
     def delete_timer(self, timer: Timer) -> None:
         self.timers.discard(timer)
 
-    def load_timers(self) -> Iterable[Timer]:
-        return set(self.timers)
+    def has_timer(self, timer: Timer) -> bool:
+        return timer in self.timers
+
+    def timers_after(self, after: Timer | None, limit: int | None) -> list[Timer]:
+        ordered = sorted(self.timers, key=timer_order)
+        if after is not None:
+            ordered = ordered[bisect.bisect_right(ordered, timer_order(after), key=timer_order) :]
+        return ordered if limit is None else ordered[:limit]
 
 
 class MemoryStateBackend:

@@ -1,22 +1,26 @@
-"""Event-time timers: an in-memory queue ordered by time, mirrored to a store.
+"""Event-time timers: a queue ordered by time, mirrored to a store.
 
-The queue is what fires timers fast; the store (RocksDB in workers, a dict in
-tests) is what makes them survive a restart: a restored task reloads it.
+The store (RocksDB in workers, a dict in tests) holds every timer and is what
+makes them survive a restart. The queue keeps only the earliest in memory, its
+*front*: a worker may hold a million cleanup timers, almost all far from due,
+and a Python heap entry for each would cost hundreds of MB. The rest are read
+back from the store, a page at a time, as the front runs out.
+
+Paging has to cut *within* one instant (every key's tumbling window ends at the
+same one), so the queue fires timers in the order the store keeps them:
+:func:`timer_order`. Both stores keep that order, so a replay fires a watermark's
+timers in the same order as a worker.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple, Protocol
 
 
 class Timer(NamedTuple):
-    """A timer for ``key`` at ``time_ms``; ``namespace`` tells its owner what it is for.
-
-    Tuples order by time first, so the heap fires timers in timestamp order and
-    ties break deterministically (same order after a restore).
-    """
+    """A timer for ``key`` at ``time_ms``; ``namespace`` tells its owner what it is for."""
 
     time_ms: int
     namespace: str
@@ -25,40 +29,86 @@ class Timer(NamedTuple):
     window_end_ms: int = 0
 
 
+# A timer as the queue sorts it: time first, then each string by its UTF-8 length
+# and then its text (the order of the store's length-prefixed keys), then the window.
+Order = tuple[int, int, str, int, str, int, int]
+
+
+def timer_order(timer: Timer) -> Order:
+    """Where ``timer`` fires among timers due together: deterministic, and the same
+    after a restore. The store's key encoding must sort the same way."""
+    time_ms, namespace, key, start_ms, end_ms = timer
+    return (time_ms, len(namespace.encode()), namespace, len(key.encode()), key, start_ms, end_ms)
+
+
+def _timer_of(order: Order) -> Timer:
+    return Timer(order[0], order[2], order[4], order[5], order[6])
+
+
 class TimerStore(Protocol):
+    """Where a :class:`TimerQueue` keeps its timers, as the open transaction sees them."""
+
+    @property
+    def page_size(self) -> int | None:
+        """Timers a page holds (may change as the store fills); None keeps every
+        timer in memory (stores that are memory)."""
+        ...
+
     def put_timer(self, timer: Timer) -> None: ...
 
     def delete_timer(self, timer: Timer) -> None: ...
 
-    def load_timers(self) -> Iterable[Timer]: ...
+    def has_timer(self, timer: Timer) -> bool: ...
+
+    def timers_after(self, after: Timer | None, limit: int | None) -> list[Timer]:
+        """The first ``limit`` timers (all with None) after ``after`` (from the
+        first with None), in :func:`timer_order`."""
+        ...
 
 
 class TimerQueue:
-    """Registered timers, deduplicated; registering one twice keeps one."""
+    """Registered timers, deduplicated; registering one twice keeps one.
+
+    In memory: every stored timer up to ``_loaded_to`` (all of them once
+    ``_complete``), in a heap with lazy deletion. A timer registered later than
+    that goes to the store only; the front never holds more than two pages.
+    """
 
     def __init__(self, store: TimerStore) -> None:
         self._store = store
-        self._heap: list[Timer] = []
-        self._live: set[Timer] = set()
+        self._heap: list[Order] = []
+        self._live: set[Order] = set()
+        self._loaded_to: Order | None = None  # None: nothing loaded yet
+        self._complete = False
 
     def reload(self) -> None:
-        """Rebuild from the store (after a restore or an aborted transaction)."""
-        self._live = set(self._store.load_timers())
-        self._heap = list(self._live)
-        heapq.heapify(self._heap)
+        """Start again from the store (after a restore or an aborted transaction)."""
+        self._heap, self._live = [], set()
+        self._loaded_to, self._complete = None, False
+        self._load()
 
     def register(self, timer: Timer) -> None:
-        if timer in self._live:
+        order = timer_order(timer)
+        if order in self._live:
             return
-        self._live.add(timer)
-        heapq.heappush(self._heap, timer)
-        self._store.put_timer(timer)
+        if self._holds(order):
+            self._live.add(order)
+            heapq.heappush(self._heap, order)
+            self._store.put_timer(timer)
+            page = self._store.page_size
+            if page is not None and len(self._live) > 2 * page:
+                self._shrink(page)
+        elif not self._store.has_timer(timer):
+            self._store.put_timer(timer)
 
     def delete(self, timer: Timer) -> None:
         """Deleting a timer that does not exist is a no-op, as in Flink."""
-        if timer in self._live:
+        order = timer_order(timer)
+        if order in self._live:
             # Lazy deletion: the heap entry is skipped when it surfaces.
-            self._live.discard(timer)
+            self._live.discard(order)
+            self._store.delete_timer(timer)
+        elif not self._holds(order) and self._store.has_timer(timer):
             self._store.delete_timer(timer)
 
     def due(self, time_ms: int) -> bool:
@@ -66,30 +116,67 @@ class TimerQueue:
         :meth:`pop_due`, made on every watermark advance. A deleted timer still at
         the top answers True; ``pop_due`` then skips it."""
         heap = self._heap
-        return bool(heap) and heap[0].time_ms <= time_ms
+        if heap:
+            return heap[0][0] <= time_ms
+        top = self._top()
+        return top is not None and top[0] <= time_ms
 
     def next_time_ms(self) -> int | None:
-        self._drop_dead()
-        return self._heap[0].time_ms if self._heap else None
+        top = self._top()
+        return None if top is None else top[0]
 
     def pop_due(self, watermark_ms: int) -> Iterator[Timer]:
-        """Yield and remove timers with ``time_ms <= watermark_ms`` in time order.
+        """Yield and remove timers with ``time_ms <= watermark_ms`` in order.
 
         Timers registered while iterating that are already due also fire, as
         Flink does when a timer callback registers an earlier timer.
         """
         while True:
-            self._drop_dead()
-            if not self._heap or self._heap[0].time_ms > watermark_ms:
+            top = self._top()
+            if top is None or top[0] > watermark_ms:
                 return
-            timer = heapq.heappop(self._heap)
-            self._live.discard(timer)
+            heapq.heappop(self._heap)
+            self._live.discard(top)
+            timer = _timer_of(top)
             self._store.delete_timer(timer)
             yield timer
 
-    def __len__(self) -> int:
+    @property
+    def held(self) -> int:
+        """Timers in memory now (at most two pages when the store pages them)."""
         return len(self._live)
 
-    def _drop_dead(self) -> None:
-        while self._heap and self._heap[0] not in self._live:
-            heapq.heappop(self._heap)
+    def _holds(self, order: Order) -> bool:
+        """Whether ``order`` falls in the front (or would, were it stored)."""
+        return self._complete or (self._loaded_to is not None and order <= self._loaded_to)
+
+    def _top(self) -> Order | None:
+        """The earliest live timer, loading the next page when the front ran out."""
+        while True:
+            heap, live = self._heap, self._live
+            while heap and heap[0] not in live:
+                heapq.heappop(heap)
+            if heap:
+                return heap[0]
+            if self._complete:
+                return None
+            self._load()
+
+    def _load(self) -> None:
+        after = None if self._loaded_to is None else _timer_of(self._loaded_to)
+        size = self._store.page_size
+        page = self._store.timers_after(after, size)
+        for timer in page:
+            order = timer_order(timer)
+            self._live.add(order)
+            heapq.heappush(self._heap, order)
+        if size is None or len(page) < size:
+            self._complete = True
+        else:
+            self._loaded_to = timer_order(page[-1])
+
+    def _shrink(self, keep: int) -> None:
+        """Forget all but the earliest ``keep`` timers; they stay in the store."""
+        kept = sorted(self._live)[:keep]
+        self._heap, self._live = kept, set(kept)
+        self._loaded_to, self._complete = kept[-1], False

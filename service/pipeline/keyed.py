@@ -98,8 +98,8 @@ class ProcessLogic:
         self._operator = ProcessOperator(
             definition.function,
             backend=StoredStateBackend(txn),
-            event_timers=StoredTimers(store, txn, EVENT_TIMERS),
-            processing_timers=StoredTimers(store, txn, PROCESSING_TIMERS),
+            event_timers=StoredTimers(txn, EVENT_TIMERS),
+            processing_timers=StoredTimers(txn, PROCESSING_TIMERS),
             watermark=definition.watermark,
             inputs=definition.sources,
         )

@@ -158,8 +158,8 @@ class WindowedLogic:
             definition.window,
             watermark=definition.watermark,
             state=StoredWindowState(txn, revive=revive),
-            event_timers=StoredTimers(store, txn, EVENT_TIMERS),
-            processing_timers=StoredTimers(store, txn, PROCESSING_TIMERS),
+            event_timers=StoredTimers(txn, EVENT_TIMERS),
+            processing_timers=StoredTimers(txn, PROCESSING_TIMERS),
             inputs=tuple(definition.sources),
         )
         self._windows.operator.firing_limit = definition.firings_per_checkpoint

@@ -15,6 +15,8 @@ value of each (table, key).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -329,6 +331,37 @@ class PartitionTransaction:
             cache.delete(key)
         else:
             self._changes.setdefault(table, {})[key] = _DELETED
+
+    def keys_after(
+        self,
+        table: TableSpec[K, V],
+        after: K | None,
+        limit: int | None,
+        order: Callable[[K], Any],
+    ) -> list[K]:
+        """The first ``limit`` keys (all with None) after ``after`` (from the first
+        with None), as this transaction sees them; uncached tables only.
+
+        ``order`` must sort keys as their encodings do: it places this transaction's
+        changes among the committed keys without encoding every change per call.
+        """
+        changes = self._changes.get(table, {})
+        bound = None if after is None else order(after)
+        puts: list[tuple[Any, K]] = []
+        for key, value in changes.items():
+            if value is not _DELETED and (bound is None or (rank := order(key)) > bound):
+                puts.append((order(key) if bound is None else rank, key))
+        puts.sort(key=lambda put: put[0])
+        lower = b"" if after is None else table.encode_key(after) + b"\x00"
+        committed: list[K] = []
+        for key, _ in self._store.scan(table, lower):
+            if key in changes:
+                continue  # changed here: a put is among ``puts``, a delete is gone
+            committed.append(key)
+            if len(committed) == limit:
+                break
+        merged = heapq.merge(committed, (key for _, key in puts), key=order)
+        return list(merged if limit is None else itertools.islice(merged, limit))
 
     def pending(self, table: TableSpec[Any, Any]) -> int:
         """Changes to ``table`` this transaction holds (uncached tables)."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
-from service.eventtime import Timer, TimeWindow, WindowEntry
+from service.eventtime import Timer, TimeWindow, WindowEntry, timer_order
 from tables.cache import DELETED, MISSING
 from tables.codecs import (
     decode_empty,
@@ -179,7 +178,4 @@ class StoredTimers:
         return self._txn.get(self._table, timer) is not None
 
     def timers_after(self, after: Timer | None, limit: int | None) -> list[Timer]:
-        # The smallest key after ``after``'s: its encoding with a zero byte appended.
-        lower = b"" if after is None else self._table.encode_key(after) + b"\x00"
-        timers = (timer for timer, _ in self._txn.scan(self._table, lower))
-        return list(timers if limit is None else itertools.islice(timers, limit))
+        return self._txn.keys_after(self._table, after, limit, timer_order)

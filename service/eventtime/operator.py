@@ -256,7 +256,7 @@ class WindowOperator:
         new = entry is None
         if entry is None:
             entry = WindowEntry(None)
-            self._register_cleanup(key, window)
+            self._register_cleanup(key, window, fresh=True)
         if self._incremental:
             aggregate = self.spec.aggregate
             assert aggregate is not None
@@ -435,9 +435,9 @@ class WindowOperator:
     def _cleanup_timer(self, key: str, window: TimeWindow) -> Timer:
         return Timer(self._cleanup_time(window), CLEANUP, key, window.start_ms, window.end_ms)
 
-    def _register_cleanup(self, key: str, window: TimeWindow) -> None:
+    def _register_cleanup(self, key: str, window: TimeWindow, *, fresh: bool = False) -> None:
         if window.end_ms < MAX_TIME_MS:
-            self._cleanup_queue.register(self._cleanup_timer(key, window))
+            self._cleanup_queue.register(self._cleanup_timer(key, window), fresh=fresh)
 
     def _delete_cleanup(self, key: str, window: TimeWindow) -> None:
         self._cleanup_queue.delete(self._cleanup_timer(key, window))

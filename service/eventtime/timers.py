@@ -87,7 +87,10 @@ class TimerQueue:
         self._loaded_to, self._complete = None, False
         self._load()
 
-    def register(self, timer: Timer) -> None:
+    def register(self, timer: Timer, *, fresh: bool = False) -> None:
+        """Add ``timer`` unless it is there. ``fresh``: the caller knows it is most
+        likely not (a new window's cleanup), so a timer past the front is written
+        without looking it up first; writing one that exists changes nothing."""
         order = timer_order(timer)
         if order in self._live:
             return
@@ -98,7 +101,7 @@ class TimerQueue:
             page = self._store.page_size
             if page is not None and len(self._live) > 2 * page:
                 self._shrink(page)
-        elif not self._store.has_timer(timer):
+        elif fresh or not self._store.has_timer(timer):
             self._store.put_timer(timer)
 
     def delete(self, timer: Timer) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.eventtime import Timer, TimeWindow, WindowEntry, timer_order
@@ -161,3 +161,38 @@ def test_a_reverse_scan_stays_within_its_table_and_range(tmp_path: Path) -> None
     assert store.last(RESULTS) == (("bb", TimeWindow(20, 30)), {"key": "bb", "w": 2})
     assert list(store.scan(RESULTS, *window_key_range("c", 0, 99), reverse=True)) == []
     store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    committed=st.sets(alike, max_size=12),
+    puts=st.sets(alike, max_size=6),
+    deletes=st.sets(alike, max_size=6),
+    after=st.none() | alike,
+    limit=st.none() | st.integers(1, 5),
+)
+def test_a_transactions_first_keys_after_one_are_its_scan_from_there(
+    tmp_path_factory: pytest.TempPathFactory,
+    committed: set[Timer],
+    puts: set[Timer],
+    deletes: set[Timer],
+    after: Timer | None,
+    limit: int | None,
+) -> None:
+    store = PartitionStore(tmp_path_factory.mktemp("keys") / "db")
+    table = timer_table("timers")
+    try:
+        txn = store.begin()
+        for timer in committed:
+            txn.put(table, timer, True)
+        txn.commit(txn.changelog_records(), 1)
+        for timer in puts:
+            txn.put(table, timer, True)
+        for timer in deletes - puts:
+            txn.delete(table, timer)
+        lower = b"" if after is None else encode_timer(after) + b"\x00"
+        scanned = [timer for timer, _ in txn.scan(table, lower)]
+        expected = scanned if limit is None else scanned[:limit]
+        assert txn.keys_after(table, after, limit, timer_order) == expected
+    finally:
+        store.close()

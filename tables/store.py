@@ -347,11 +347,10 @@ class PartitionTransaction:
         """
         changes = self._changes.get(table, {})
         bound = None if after is None else order(after)
-        puts: list[tuple[Any, K]] = []
-        for key, value in changes.items():
-            if value is not _DELETED and (bound is None or (rank := order(key)) > bound):
-                puts.append((order(key) if bound is None else rank, key))
-        puts.sort(key=lambda put: put[0])
+        ranked = ((order(key), key) for key, value in changes.items() if value is not _DELETED)
+        puts = sorted(
+            (put for put in ranked if bound is None or put[0] > bound), key=lambda put: put[0]
+        )
         lower = b"" if after is None else table.encode_key(after) + b"\x00"
         committed: list[K] = []
         for key, _ in self._store.scan(table, lower):

@@ -3,6 +3,8 @@
 20k readings through every contender (Eddy at-least-once and exactly-once, Faust,
 Quix, Kafka Streams, the aiokafka ceilings), each one's windows compared with an
 offline recomputation. Speed is not asserted: the full benchmark measures it.
+Marked slow, like the other benchmark runs: ``make bench-quick`` runs the same
+(and fails on a wrong window), so ``make test`` keeps its 30 min budget.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 
 from bench.contenders import CONTENDERS
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.mark.timeout(900)

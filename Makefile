@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt pyproject.toml | m
 # (unset or empty: this checkout's .eddy).
 export EDDY_HOME := $(or $(EDDY_HOME),$(CURDIR)/.eddy)
 
-.PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-status topics run worker simulate \
+.PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-reset kafka-status topics run worker simulate \
         registry-jar registry-start registry-stop registry-status \
         test test-unit test-integration lint format clean chaos eos-kafka bench bench-quick browser \
         postgres postgres-start postgres-stop kubectl
@@ -44,6 +44,9 @@ kafka-start: venv ## start the local broker on 127.0.0.1:9092 (no-op if running 
 
 kafka-stop: venv ## stop the local broker
 	$(BIN)/python -m tools kafka stop
+
+kafka-reset: venv ## stop the local broker and delete its data (the topics earlier runs left)
+	$(BIN)/python -m tools kafka reset
 
 kafka-status: venv
 	$(BIN)/python -m tools kafka status

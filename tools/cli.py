@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
             ":19092..",
             "cluster-stop": "stop that cluster and delete its data",
             "stop": "stop eddy's local broker (nothing to do if it is not running)",
+            "reset": "stop eddy's local broker and delete its data: every topic on it",
             "status": "is the local broker running: pid, version, address (exit 1 if not)",
         },
     )

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from service.errors import LocalKafkaError
 from tools import localkafka
@@ -316,3 +317,24 @@ def test_two_kafka_clients_versions_are_refused(fake_mvn: Path) -> None:
     with pytest.raises(LocalKafkaError, match=re.escape("only kafka-clients-3.9.2.jar")):
         localkafka.fetch()
     assert not (Path(os.environ[HOME_ENV]) / "3.9.2" / "lib").exists()
+
+
+def test_a_broker_crowded_by_earlier_runs_topics_is_named_and_reset_empties_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_running_broker: Path
+) -> None:
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    lay = config.layout()
+    for n in range(localkafka.CROWDED_PARTITIONS + 1):
+        (lay.data / f"test-{n // 6}-sensor-readings-{n % 6}").mkdir(parents=True)
+    (lay.data / "meta.properties").write_text("cluster.id=x\n")
+    console = Console(record=True, width=200)
+    localkafka._warn_if_crowded(console, lay)
+    said = console.export_text()
+    assert "3,001 partitions" in said
+    assert "make kafka-reset" in said
+    assert localkafka.reset(console) == 3_001
+    assert not lay.data.exists()
+    # Under the limit: nothing said.
+    quiet = Console(record=True)
+    localkafka._warn_if_crowded(quiet, lay)
+    assert quiet.export_text() == ""

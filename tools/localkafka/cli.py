@@ -1,9 +1,10 @@
-"""``python -m tools kafka fetch|start|stop|status|cluster-start|cluster-stop``
+"""``python -m tools kafka fetch|start|stop|reset|status|cluster-start|cluster-stop``
 (``make kafka-*``)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from rich.console import Console
 
@@ -20,8 +21,9 @@ HEADLINE = Headline(
 def run(args: argparse.Namespace) -> int:
     """Exit codes: 0 done (start/stop are no-ops when nothing is to do); status
     returns 1 when eddy's broker is not running, so scripts can test it."""
-    others = {
+    others: dict[str, Callable[[Console], object]] = {
         "fetch": _fetch,
+        "reset": localkafka.reset,
         # Lambdas: only these two actions have --brokers, read when one runs.
         "cluster-start": lambda console: _cluster(console, "cluster-start", args.brokers),
         "cluster-stop": lambda console: _cluster(console, "cluster-stop", args.brokers),

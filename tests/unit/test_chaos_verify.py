@@ -9,13 +9,17 @@ counts exactly that failure.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from tools.chaos.recompute import checker_aggregates
+from tools.chaos.report import RunResult
+from tools.chaos.schedule import RunConfig, make_schedule
 from tools.chaos.verify import (
     Check,
     Rec,
@@ -322,3 +326,22 @@ def test_a_live_reader_that_missed_or_invented_records_fails() -> None:
     assert check_readers(fresh, seen).ok
     assert check_readers(fresh, seen[1:]).failures == 1
     assert check_readers(fresh, [*seen, (5, 5)]).failures == 1
+
+
+def test_a_run_that_stopped_before_its_verdict_or_checked_nothing_is_not_clean(
+    tmp_path: Path,
+) -> None:
+    schedule = make_schedule(RunConfig(seed=11))
+    checked = RunResult("ok", tmp_path, schedule, checks=[Check("input", "run", "input", 5)])
+    assert checked.clean
+    assert checked.passed
+    nothing = RunResult("empty", tmp_path, schedule)
+    assert not nothing.clean
+    assert not nothing.passed
+    aborted = RunResult("aborted", tmp_path, schedule, checks=[Check("input", "run", "input")])
+    aborted.aborted = "cannot create the run's topics: ... did not appear after creation"
+    assert not aborted.clean
+    assert not aborted.passed
+    saved = json.loads(aborted.save().read_text())
+    assert saved["verdict"].startswith("ABORTED before a verdict: cannot create the run's topics")
+    assert (saved["passed"], saved["clean"]) == (False, False)

@@ -34,6 +34,7 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    aborted: str | None = None  # why the run stopped before its verdict
 
     @property
     def config(self) -> RunConfig:
@@ -52,14 +53,22 @@ class RunResult:
 
     @property
     def clean(self) -> bool:
+        """Every check ran and held. A run that stopped early, or checked nothing,
+        proves nothing, so it is not clean."""
+        if self.aborted is not None or not self.checks:
+            return False
         return all(c.ok for c in self.checks) and not self.findings and not self.crashes
 
     @property
     def passed(self) -> bool:
         """Clean, or (negative control) duplicates were found as they must be."""
+        if self.aborted is not None:
+            return False
         return self.duplicates > 0 if self.expect_duplicates else self.clean
 
     def verdict(self) -> str:
+        if self.aborted is not None:
+            return f"ABORTED before a verdict: {self.aborted}"
         if self.expect_duplicates:
             if self.duplicates:
                 return f"NEGATIVE CONTROL OK: {self.duplicates} duplicates found, as expected"
@@ -79,6 +88,7 @@ class RunResult:
             "passed": self.passed,
             "clean": self.clean,
             "expect_duplicates": self.expect_duplicates,
+            "aborted": self.aborted,
             "schedule": to_json(self.schedule),
             "records": self.records,
             "lost": self.total("lost"),

@@ -146,7 +146,7 @@ class ChaosRun:
         try:
             return await self._execute(started)
         except BaseException as exc:
-            self.result.notes.append(f"run aborted: {exc!r}")
+            self.result.aborted = str(exc) or repr(exc)
             self.result.save()
             raise
 

@@ -352,14 +352,14 @@ class PartitionTransaction:
             (put for put in ranked if bound is None or put[0] > bound), key=lambda put: put[0]
         )
         lower = b"" if after is None else table.encode_key(after) + b"\x00"
-        committed: list[K] = []
+        committed: list[tuple[Any, K]] = []
         for key, _ in self._store.scan(table, lower):
             if key in changes:
                 continue  # changed here: a put is among ``puts``, a delete is gone
-            committed.append(key)
+            committed.append((order(key), key))
             if len(committed) == limit:
                 break
-        merged = heapq.merge(committed, (key for _, key in puts), key=order)
+        merged = (key for _, key in heapq.merge(committed, puts, key=lambda put: put[0]))
         return list(merged if limit is None else itertools.islice(merged, limit))
 
     def pending(self, table: TableSpec[Any, Any]) -> int:

@@ -52,11 +52,7 @@ class MemoryTimerStore:
 
     def __init__(self, page_size: int | None = None) -> None:
         self.timers: set[Timer] = set()
-        self._page_size = page_size
-
-    @property
-    def page_size(self) -> int | None:
-        return self._page_size
+        self.page_size = page_size
 
     def put_timer(self, timer: Timer) -> None:
         self.timers.add(timer)

@@ -166,17 +166,16 @@ class TimerQueue:
             self._load()
 
     def _load(self) -> None:
+        """The next page, into a front that holds no live timer (every caller first
+        emptied it, or has just started): the page, sorted, is the new heap."""
         after = None if self._loaded_to is None else _timer_of(self._loaded_to)
         size = self._store.page_size
-        page = self._store.timers_after(after, size)
-        for timer in page:
-            order = timer_order(timer)
-            self._live.add(order)
-            heapq.heappush(self._heap, order)
-        if size is None or len(page) < size:
+        orders = [timer_order(timer) for timer in self._store.timers_after(after, size)]
+        self._heap, self._live = orders, set(orders)
+        if size is None or len(orders) < size:
             self._complete = True
         else:
-            self._loaded_to = timer_order(page[-1])
+            self._loaded_to = orders[-1]
 
     def _shrink(self, keep: int) -> None:
         """Forget all but the earliest ``keep`` timers; they stay in the store."""

@@ -17,7 +17,8 @@ milliseconds within the range a worker accepts (+-2^53).
 Where a worker would retry a record an agent fails on and then dead-letter it
 (an output JSON cannot carry, such as an overflowed aggregate, or an exception in
 the agent's code), the replay stops with one line naming the input line and, for
-the agent's code, the user's file and line.
+the agent's code, the user's file and line. Either way the driver closes the
+agents' resources when the replay ends (:meth:`TestDriver.close`).
 """
 
 from __future__ import annotations

@@ -18,12 +18,19 @@ only moves when the test says so; event time moves with the records (and with
 :meth:`TestDriver.watermark`), as in a worker.
 
 Every method has an ``a``-prefixed coroutine twin (``asend``...) for tests
-that run in an event loop already (the agents' awaits run in it).
+that run in an event loop already (the agents' awaits run in it); such a test
+closes the driver with ``async with`` (or ``await driver.aclose()``).
+
+Closing the driver stops the agents as a worker's stop does: lookups in flight
+are dropped, then every close hook runs (``enrich(..., on_close=...)``: an HTTP
+session, a connection pool), in the event loop that used the resources, also
+when a test or a replay failed midway.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import tempfile
 from collections.abc import Awaitable, Iterable, Mapping
@@ -36,7 +43,14 @@ from service.app.reads import has_windows, state_value, window_rows
 from service.app.topic import Topic
 from service.eventtime.descriptors import StateDescriptor
 from service.eventtime.keyed import MAX_WATERMARK
-from service.pipeline.base import AsyncLogic, BoundedFiring, Headers, PartitionLogic, Pipeline
+from service.pipeline.base import (
+    AsyncLogic,
+    BoundedFiring,
+    ClosingPipeline,
+    Headers,
+    PartitionLogic,
+    Pipeline,
+)
 from service.pipeline.markers import WATERMARK
 from service.pipeline.source import as_key
 from service.schemas.base import SchemaSerde
@@ -48,6 +62,7 @@ from tables.store import PartitionStore, PartitionTransaction
 
 T = TypeVar("T")
 REASON = "eddy.reason"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +110,11 @@ class Output:
 
 @dataclass
 class _Collector:
-    """The :class:`~service.pipeline.base.Output` of the driver: one partition."""
+    """The :class:`~service.pipeline.base.Output` of one stage in the driver: one
+    partition. The stages share ``sent``, the records not forwarded yet."""
 
     dead_letter_topic: str
+    pipeline: str
     sent: list[Sent] = field(default_factory=list)
 
     def send(
@@ -115,7 +132,14 @@ class _Collector:
         return 1
 
     def dead_letter(self, record: Any, reason: str) -> None:
-        headers = ((REASON, reason.encode()), ("eddy.source.topic", record.topic.encode()))
+        # The headers a worker's dead letter carries (service/runtime/output.py).
+        headers = (
+            (REASON, reason.encode()),
+            ("eddy.pipeline", self.pipeline.encode()),
+            ("eddy.source.topic", record.topic.encode()),
+            ("eddy.source.partition", str(record.partition).encode()),
+            ("eddy.source.offset", str(record.offset).encode()),
+        )
         self.sent.append(Sent(self.dead_letter_topic, record.key, record.value, headers, None))
 
     def count(self, event: str, n: int = 1) -> None:
@@ -128,8 +152,9 @@ class _Collector:
 class _Stage:
     """One stage with its store, as partition 0 of a worker would run it."""
 
-    def __init__(self, pipeline: Pipeline, directory: Path) -> None:
+    def __init__(self, pipeline: Pipeline, directory: Path, out: _Collector) -> None:
         self.pipeline = pipeline
+        self.out = out
         self.store = PartitionStore(directory / pipeline.name)
         self.txn: PartitionTransaction = self.store.begin()
         self.logic: PartitionLogic = pipeline.create_logic(0, self.store, self.txn)
@@ -159,6 +184,10 @@ class _Stage:
             # A re-keying stage's clock goes downstream after every record, not on
             # a processing-time schedule: the driver's clock moves only when told.
             send_watermark(out)
+
+    def cancel(self) -> None:
+        """Drop the lookups (writes...) in flight: the stage is being discarded."""
+        self._async.cancel()
 
     @property
     def _async(self) -> AsyncLogic:
@@ -244,8 +273,11 @@ class TestDriver:
         self._bound: dict[str, Serde[Any]] = {}
         self.built: BuiltApp = app.build(self.settings, agents, agent_settings, self._schemas)
         self._dir = Path(tempfile.mkdtemp(prefix="eddy-driver-"))
-        self._out = _Collector(self.settings.dead_letters)
-        self._stages = [_Stage(p, self._dir) for p in self.built.stages]
+        self._pending: list[Sent] = []  # sent by a stage, not forwarded yet
+        self._stages = [
+            _Stage(p, self._dir, _Collector(self.settings.dead_letters, p.name, self._pending))
+            for p in self.built.stages
+        ]
         self._topics = {
             self.settings.topic(t.name): t for a in self.built.agents.values() for t in a.topics
         }
@@ -256,7 +288,10 @@ class TestDriver:
         self.now_ms = start_ms
         self.sent: list[Sent] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The caller's loop, when the a-prefixed twins ran the agents in it.
+        self._outer_loop: asyncio.AbstractEventLoop | None = None
         self._started = False
+        self._closed = False
 
     # -- context manager ------------------------------------------------------------------
 
@@ -266,11 +301,74 @@ class TestDriver:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> TestDriver:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
     def close(self) -> None:
+        """Stop the agents as a worker stops (see the module docstring), then remove
+        the state.
+
+        Raises:
+            RuntimeError: the driver ran in the caller's event loop (the ``a``-prefixed
+                twins) and has agents with close hooks: those must run in that loop,
+                with ``await driver.aclose()`` or ``async with``. The state is
+                removed all the same.
+        """
+        if self._closed:
+            return
+        try:
+            if not self._closing():
+                self._cancel_in_flight()
+            elif self._outer_loop is not None:
+                self._cancel_in_flight()
+                raise RuntimeError(
+                    "the test driver ran in an event loop of its caller and its agents "
+                    "hold resources to close there: use `async with TestDriver(...)` or "
+                    "`await driver.aclose()`"
+                )
+            else:
+                self._run(self._close_agents())
+        finally:
+            self._release()
+
+    async def aclose(self) -> None:
+        """:meth:`close` in the running event loop (the one the ``a``-prefixed twins
+        ran the agents in)."""
+        if self._closed:
+            return
+        try:
+            await self._close_agents()
+        finally:
+            self._release()
+
+    def _closing(self) -> list[ClosingPipeline]:
+        return [s.pipeline for s in self._stages if isinstance(s.pipeline, ClosingPipeline)]
+
+    async def _close_agents(self) -> None:
+        """What a worker's stop does before its state closes: discard the work in
+        flight (nothing after the last checkpoint is kept), then run each stage's
+        close hook once; one that fails is logged and the others still run."""
+        self._cancel_in_flight()
+        for pipeline in self._closing():
+            try:
+                await pipeline.close()
+            except Exception:  # closing anyway, as the worker does: say so, close the rest
+                log.exception("%s: closing the pipeline's resources failed", pipeline.name)
+
+    def _cancel_in_flight(self) -> None:
+        for stage in self._stages:
+            if stage.is_async:
+                stage.cancel()
+
+    def _release(self) -> None:
+        self._closed = True
         for stage in self._stages:
             stage.store.close()
         if self._loop is not None:
-            self._loop.close()
+            _shut_down(self._loop)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # -- input ----------------------------------------------------------------------------
@@ -340,7 +438,7 @@ class TestDriver:
     async def awatermark(self, watermark_ms: int) -> None:
         await self._start()
         for stage in self._stages:
-            await stage.watermark(watermark_ms, self._out)
+            await stage.watermark(watermark_ms, stage.out)
             await self._settle(stage)
 
     def end_of_input(self) -> None:
@@ -439,39 +537,41 @@ class TestDriver:
 
     async def _start(self) -> None:
         """The first tick: every stage learns the processing time."""
+        if self._closed:
+            raise RuntimeError("the test driver is closed")
+        running = asyncio.get_running_loop()
+        if running is not self._loop:
+            self._outer_loop = running
         if not self._started:
             self._started = True
             await self._tick_all()
 
     async def _tick_all(self) -> None:
         for stage in self._stages:
-            await stage.tick(self.now_ms, self._out)
+            await stage.tick(self.now_ms, stage.out)
             await self._settle(stage)
 
     async def _settle(self, stage: _Stage) -> None:
-        await stage.checkpoint(self._out)
+        await stage.checkpoint(stage.out)
         await self._forward()
 
     async def _deliver(self, records: list[Sent]) -> None:
         for sent in records:
             for stage in self._readers.get(sent.topic, []):
-                await stage.record(sent.topic, sent, self._out)
-                await stage.checkpoint(self._out)
+                await stage.record(sent.topic, sent, stage.out)
+                await stage.checkpoint(stage.out)
                 await self._forward()
 
     async def _forward(self) -> None:
         """Record what stages sent; feed it to stages that read it."""
-        while self._out.sent:
-            batch, self._out.sent = self._out.sent, []
+        while self._pending:
+            batch = self._pending[:]
+            self._pending.clear()
             self.sent += batch
             await self._deliver([s for s in batch if s.topic in self._readers])
 
     def _run(self, step: Awaitable[T]) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
+        if _in_event_loop():
             raise RuntimeError(
                 "the test driver's blocking methods cannot run inside an event loop: "
                 "await its a-prefixed twins (asend, aadvance_time, awatermark...)"
@@ -479,3 +579,29 @@ class TestDriver:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(step)
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the driver's own loop as ``asyncio.run`` closes its loop: what is still
+    pending (a cancelled lookup) finishes cancelling first, so nothing is reported
+    destroyed while pending. Inside another running loop (``aclose`` of a driver that
+    also ran through its blocking methods) the loop can only be closed."""
+    try:
+        if _in_event_loop():
+            return
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

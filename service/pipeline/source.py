@@ -8,7 +8,8 @@ dead-lettering and the key check are written once:
 2. if the topic declares its key, check that the Kafka record key is that key:
    a record keyed otherwise sits in the wrong partition, and processing it would
    spread one key's state over two tasks, so it is dead-lettered instead;
-3. read the event time (a field of the value, or the Kafka timestamp);
+3. read the event time (a field of the value, or the Kafka timestamp) and check
+   it is a real time (within +-2^53 ms; a record outside is dead-lettered);
 4. run the fused stateless steps (filter, map, flat_map): one record gives zero
    or more elements, each with the record's event time;
 5. key each element (the stage's key, or the record's own).
@@ -169,19 +170,24 @@ class Source:
 
     def _timestamp(self, record: InputRecord, value: Any, out: Output) -> int | None:
         if self.timestamp_ms is None:
-            return record.timestamp
-        try:
-            timestamp_ms = self.timestamp_ms(value)
-        except Exception as exc:  # a user function failed on this record: keep the record
-            out.dead_letter(record, failure("timestamp", exc))
-            return None
-        if type(timestamp_ms) is not int:
-            out.dead_letter(record, f"timestamp: {timestamp_ms!r} is not integer milliseconds")
-            return None
+            # The Kafka timestamp: a producer may set any 64-bit value, held to the
+            # same range as a field's time.
+            timestamp_ms = record.timestamp
+            what = "Kafka timestamp"
+        else:
+            try:
+                timestamp_ms = self.timestamp_ms(value)
+            except Exception as exc:  # a user function failed on this record: keep the record
+                out.dead_letter(record, failure("timestamp", exc))
+                return None
+            if type(timestamp_ms) is not int:
+                out.dead_letter(record, f"timestamp: {timestamp_ms!r} is not integer milliseconds")
+                return None
+            what = "timestamp"
         if not -MAX_EVENT_TIME_MS <= timestamp_ms <= MAX_EVENT_TIME_MS:  # is_event_time
             out.dead_letter(
                 record,
-                f"timestamp: {timestamp_ms} ms is outside {EVENT_TIME_RANGE} (not a real time)",
+                f"{what}: {timestamp_ms} ms is outside {EVENT_TIME_RANGE} (not a real time)",
             )
             return None
         return timestamp_ms

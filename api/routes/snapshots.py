@@ -15,7 +15,7 @@ import asyncio
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Body, Path, Query, Request, Response
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from api.errors import PROBLEM_RESPONSES, BadRequestError
 from service.app.queries import UnknownKeyError
@@ -121,6 +121,10 @@ class Disposed(BaseModel):
 
 
 class StopRequest(BaseModel):
+    # Strict and closed: a misspelt or mistyped field is a 422, not a stop without
+    # the savepoint that was asked for.
+    model_config = ConfigDict(strict=True, extra="forbid")
+
     savepoint: bool = Field(False, description="Take a final savepoint before stopping.")
 
 

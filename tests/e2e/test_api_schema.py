@@ -1,17 +1,20 @@
-"""schemathesis against a running worker's OpenAPI schema: every read operation, with
-generated parameters (valid and not), never answers 5xx, and every documented
-response matches its schema."""
+"""schemathesis against a running worker's OpenAPI schema: every operation of the
+reference app, with generated parameters and bodies (valid and not), never answers
+5xx, and every response matches what the schema declares for it (status, content
+type, body)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -19,6 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from agents.app import app
 from tests.support.kafka import produce, read_all, readings_topic, unique_settings
 from tests.support.processes import WorkerProcess
 
@@ -31,12 +35,41 @@ CHECKS = [
     response_schema_conformance,
     content_type_conformance,
 ]
-AGENTS = ("sensor_averages", "sensor_alerts", "hashtag_counts", "team_powerups")
+# Every agent with routes; the two left out serve none and need a room service or
+# PostgreSQL to start.
+AGENTS = tuple(name for name in app.agent_names if name not in {"sensor_rooms", "postgres_sink"})
+# Each accepted POST starts a real snapshot or savepoint: a few are enough to check
+# the 202 and its body, and not so many that they queue behind each other for long.
+EXAMPLES = {"GET": 15, "DELETE": 15, "POST": 4}
 
 
-@pytest.mark.timeout(600)
-async def test_no_operation_answers_5xx_or_breaks_its_schema(tmp_path: Path) -> None:
-    config = unique_settings(tmp_path, agents=AGENTS)
+def fuzz(operation: schemathesis.APIOperation, base: str, examples: int) -> None:
+    """``examples`` generated calls of one operation, valid and not, each checked."""
+    strategy = st.one_of(
+        operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
+        operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
+    )
+
+    # Mostly unknown keys and bad parameters, some real sensors (a key is {key} in
+    # every path: a sensor's, a hashtag's, a team's...).
+    @given(case=strategy, sensor=st.sampled_from(["sensor_0", "sensor_1", None]))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    def run(case: schemathesis.Case, sensor: str | None) -> None:
+        if sensor is not None and case.path_parameters and "key" in case.path_parameters:
+            case.path_parameters["key"] = sensor
+        case.call_and_validate(base_url=base, checks=CHECKS)
+
+    run()
+
+
+@pytest.mark.timeout(900)
+async def test_every_operation_answers_as_its_schema_says(tmp_path: Path) -> None:
+    config = unique_settings(tmp_path, agents=AGENTS, snapshot_root=str(tmp_path / "snapshots"))
     worker = WorkerProcess(config, tmp_path / "worker.log")
     try:
         worker.wait_ready()
@@ -48,27 +81,32 @@ async def test_no_operation_answers_5xx_or_breaks_its_schema(tmp_path: Path) -> 
         await produce(config, readings_topic(config), encoded)
         await read_all(config, config.topic("sensor-averages"), min_records=3)
         schema = schemathesis.openapi.from_url(f"{worker.base}/openapi.json")
-        # Reads only: fuzzing POST /snapshots would take real snapshots.
         operations = [result.ok() for result in schema.get_all_operations()]
-        operations = [op for op in operations if op.method.upper() == "GET"]
-        assert len(operations) >= 15
-        for operation in operations:
-            # Mostly unknown keys and bad parameters, some real sensors (a key is
-            # {key} in every path: a sensor's, a hashtag's, a team's...).
-            strategy = operation.as_strategy()
+        # POST /stop stops the worker: it goes last, below.
+        stop = next(op for op in operations if op.method.upper() == "POST" and op.path == "/stop")
+        others = [op for op in operations if op is not stop]
+        assert len(others) >= 40, [f"{op.method} {op.path}" for op in others]
+        assert {op.method.upper() for op in others} == {"GET", "POST", "DELETE"}
+        for operation in others:
+            fuzz(operation, worker.base, EXAMPLES[operation.method.upper()])
+        # Bodies /stop refuses (422) leave the worker running...
+        negative_stop = stop.as_strategy(generation_mode=GenerationMode.NEGATIVE)
 
-            @given(case=strategy, sensor=st.sampled_from(["sensor_0", "sensor_1", None]))
-            @settings(
-                max_examples=15,
-                deadline=None,
-                suppress_health_check=list(HealthCheck),
-                database=None,
-            )
-            def run(case: schemathesis.Case, sensor: str | None) -> None:
-                if sensor is not None and case.path_parameters and "key" in case.path_parameters:
-                    case.path_parameters["key"] = sensor
-                case.call_and_validate(base_url=worker.base, checks=CHECKS)
+        @given(case=negative_stop)
+        @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+        def refused(case: schemathesis.Case) -> None:
+            response = case.call_and_validate(base_url=worker.base, checks=CHECKS)
+            assert response.status_code == 422, response.text
 
-            run()
+        refused()
+        assert worker.get("/readyz").status_code == 200
+        # ...and the one it accepts stops it, as a 202 that matches the schema.
+        response = stop.Case(body={"savepoint": False}).call_and_validate(
+            base_url=worker.base, checks=CHECKS
+        )
+        assert response.status_code == 202, response.text
+        assert worker.process.wait(timeout=120) == 0, worker.log()
+    except httpx.HTTPError as exc:
+        raise AssertionError(f"{exc}\n{worker.log()}") from exc
     finally:
         worker.stop()

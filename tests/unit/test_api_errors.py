@@ -124,3 +124,15 @@ async def test_metrics_are_prometheus_text(client: AsyncClient) -> None:
     response = await client.get("/metrics")
     assert response.status_code == 200
     assert "eddy_records_in_total" in response.text
+
+
+@pytest.mark.parametrize("body", [{"savepont": True}, {"savepoint": "yes"}, {"savepoint": 1}])
+async def test_a_stop_request_with_a_misspelt_or_mistyped_field_stops_nothing(
+    client: AsyncClient, body: dict[str, Any]
+) -> None:
+    # Lenient parsing would stop every worker without the savepoint that was asked for.
+    response = await client.post("/stop", json=body)
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    # The same request spelt right passes validation (this backend runs no operations).
+    assert (await client.post("/stop", json={"savepoint": True})).status_code == 400

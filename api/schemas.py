@@ -10,7 +10,7 @@ from service.app.queries import Freshness as Fresh
 
 
 class Health(BaseModel):
-    status: Literal["ok", "failing"]
+    status: Literal["ok"] = Field(description="Not live is a 503 problem body instead.")
     worker_id: str
 
 

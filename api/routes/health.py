@@ -1,12 +1,19 @@
-"""Liveness and readiness, for Kubernetes probes and ``make run``."""
+"""Liveness and readiness, for Kubernetes probes and ``make run``.
+
+A 503 is a problem body like every other error (RFC 9457), with what the 200
+says as extension members: the worker, and for readiness each stage's state."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
+
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from api.deps import BackendDep
+from api.errors import problem
 from api.schemas import Health, Readiness
+from service.app.web import Problem
 
 router = APIRouter(tags=["health"])
 
@@ -14,21 +21,42 @@ router = APIRouter(tags=["health"])
 @router.get(
     "/healthz",
     response_model=Health,
-    responses={503: {"model": Health, "description": "A part of the worker has died"}},
+    responses={
+        503: {
+            "model": Problem,
+            "description": "A part of the worker has died; worker_id names the worker",
+        }
+    },
 )
-async def healthz(backend: BackendDep) -> JSONResponse:
-    live = backend.is_live()
-    body = Health(status="ok" if live else "failing", worker_id=backend.worker_id)
-    return JSONResponse(body.model_dump(), status_code=200 if live else 503)
+async def healthz(request: Request, backend: BackendDep) -> JSONResponse:
+    if not backend.is_live():
+        detail = f"a loop of worker {backend.worker_id} has died"
+        return problem(503, detail, request, worker_id=backend.worker_id)
+    return JSONResponse(Health(status="ok", worker_id=backend.worker_id).model_dump())
 
 
 @router.get(
     "/readyz",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "Partitions are still restoring"}},
+    responses={
+        503: {
+            "model": Problem,
+            "description": "Partitions are still restoring, or an ingest process is not "
+            "running; ready, worker_id and stages say which, as the 200 does",
+        }
+    },
 )
-async def readyz(backend: BackendDep) -> JSONResponse:
+async def readyz(request: Request, backend: BackendDep) -> JSONResponse:
     """Ready once every owned partition is restored from its changelog."""
-    ready, detail = backend.readiness()
-    body = Readiness(ready=ready, worker_id=backend.worker_id, stages=detail)
-    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+    ready, stages = backend.readiness()
+    body = Readiness(ready=ready, worker_id=backend.worker_id, stages=stages).model_dump()
+    if not ready:
+        return problem(503, _not_ready(stages), request, **body)
+    return JSONResponse(body)
+
+
+def _not_ready(stages: dict[str, Any]) -> str:
+    waiting = sorted(name for name, stage in stages.items() if not stage.get("ready"))
+    if not waiting:
+        return "not ready: an ingest process is not running, or not live"
+    return f"not ready: {', '.join(waiting)} restoring"

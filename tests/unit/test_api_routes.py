@@ -5,6 +5,7 @@ from the agents' declarations, each error case as a JSON problem, the token."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +26,10 @@ from service.app.queries import (
 )
 from service.eventtime import MIN_WATERMARK, TimeWindow
 from service.settings import Settings, build
+from service.snapshot.layout import SnapshotRoot
 from tables.catalog import Entry
 from tests.support.kafka import TEST_AGENT_SETTINGS
+from tests.unit.test_snapshot_export import publish_two_partitions
 
 NOW_MS = 1_000_000
 OFFSETS = {"sensor-readings": 7}
@@ -436,6 +439,79 @@ async def test_a_snapshot_id_that_is_no_real_time_is_a_422(client: AsyncClient) 
     assert unsupported.status_code == 400  # the fake backend takes no snapshots
 
 
+class SnapshotsBackend(FakeBackend):
+    """A worker's backend as far as listing, showing and disposing of snapshots
+    go: they read the root in its settings (taking one is not faked)."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.settings = settings
+        self.operations: dict[str, Any] = {}
+
+    def start_snapshot(self, kind: str) -> Any:
+        raise NotImplementedError("taking one needs workers")
+
+    def start_stop(self, savepoint: bool) -> Any:
+        raise NotImplementedError("stopping needs workers")
+
+    async def take_part(self, kind: str, snapshot_id: str) -> dict[str, Any]:
+        raise NotImplementedError("taking one needs workers")
+
+    async def stop_phase(self, phase: Any) -> dict[str, Any]:
+        raise NotImplementedError("stopping needs workers")
+
+
+OLDER, NEWER = "20300101T000000000Z", "20300101T000100000Z"
+
+
+async def test_snapshots_are_listed_shown_and_disposed_of_over_rest(tmp_path: Path) -> None:
+    root = SnapshotRoot.open(str(tmp_path / "snapshots"))
+    for found_id in (OLDER, NEWER):
+        publish_two_partitions(root, "eddy", found_id, tmp_path / "scratch")
+    folder = tmp_path / "snapshots" / "eddy"
+    settings = build(Settings, {"snapshot_root": str(tmp_path / "snapshots"), "app_id": "eddy"})
+    async with await _client(SnapshotsBackend(settings)) as client:
+        listed = (await client.get("/snapshots")).json()
+        assert [s["id"] for s in listed["items"]] == [OLDER, NEWER]
+        assert listed["next_after"] is None
+        first = (await client.get("/snapshots", params={"limit": 1})).json()
+        assert ([s["id"] for s in first["items"]], first["next_after"]) == ([OLDER], OLDER)
+        rest = (await client.get("/snapshots", params={"after": OLDER})).json()
+        assert [s["id"] for s in rest["items"]] == [NEWER]
+
+        shown = await client.get(f"/snapshots/{OLDER}")
+        assert shown.status_code == 200
+        summary = shown.json()
+        assert summary == listed["items"][0]
+        assert (summary["app_id"], summary["rows"], summary["location"]) == (
+            "eddy",
+            33,
+            str(folder / OLDER),
+        )
+        stage = summary["stages"]["sensor_averages"]
+        assert (stage["partitions"], stage["rows"]) == (2, 33)
+        assert stage["tables"]["results"] == {"rows": 12, "version": 1}
+        assert stage["committed_offsets"] == {
+            "0": {"sensor-readings": 10},
+            "1": {"sensor-readings": 11},
+        }
+        assert stage["watermarks_ms"] == {"0": 9_000, "1": 9_001}
+
+        disposed = await client.delete(f"/snapshots/{OLDER}")
+        assert disposed.status_code == 200
+        assert disposed.json() == {"id": OLDER, "location": str(folder / OLDER)}
+        assert not (folder / OLDER).exists()
+        assert [s["id"] for s in (await client.get("/snapshots")).json()["items"]] == [NEWER]
+        for gone in (
+            await client.get(f"/snapshots/{OLDER}"),
+            await client.delete(f"/snapshots/{OLDER}"),
+        ):
+            assert gone.status_code == 404
+            assert gone.headers["content-type"] == "application/problem+json"
+            assert f"no complete snapshot 'eddy/{OLDER}'" in gone.json()["detail"]
+        assert (await client.get(f"/snapshots/{NEWER}")).status_code == 200
+
+
 async def test_the_schema_declares_a_problem_for_every_error_and_a_type_for_every_answer(
     client: AsyncClient,
 ) -> None:
@@ -446,7 +522,7 @@ async def test_the_schema_declares_a_problem_for_every_error_and_a_type_for_ever
         for method, operation in methods.items():
             for status, response in operation["responses"].items():
                 content = response.get("content", {})
-                if status.startswith(("4", "5")) and path not in ("/healthz", "/readyz"):
+                if status.startswith(("4", "5")):
                     problem = content.get("application/problem+json", {}).get("schema", {})
                     if problem.get("$ref") != "#/components/schemas/Problem":
                         undeclared.append((method, path, status))
@@ -457,3 +533,98 @@ async def test_the_schema_declares_a_problem_for_every_error_and_a_type_for_ever
             assert {"422", "500"} <= set(operation["responses"]), (method, path)
     assert undeclared == []
     assert untyped == []
+
+
+async def test_the_probes_answer_503_as_a_problem_saying_what_the_200_says(
+    backend: FakeBackend, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    for path in ("/healthz", "/readyz"):
+        declared = schema["paths"][path]["get"]["responses"]["503"]["content"]
+        assert declared == {
+            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }, path
+    restoring = {"sensor_averages": {"agent": "sensor_averages", "ready": False}}
+    monkeypatch.setattr(backend, "is_live", lambda: False)
+    monkeypatch.setattr(backend, "readiness", lambda: (False, restoring))
+    for path in ("/healthz", "/readyz"):
+        answer = await client.get(path)
+        assert answer.status_code == 503, path
+        assert answer.headers["content-type"] == "application/problem+json"
+        body = answer.json()
+        assert (body["status"], body["title"], body["instance"]) == (
+            503,
+            "Service Unavailable",
+            path,
+        )
+        assert body["worker_id"] == "w-test"
+        assert body["detail"]
+    ready = (await client.get("/readyz")).json()
+    assert (ready["ready"], ready["stages"]) == (False, restoring)
+    assert "sensor_averages" in ready["detail"]
+
+
+# Fields of Eddy's own machinery, which the workers exchange among themselves.
+INTERNAL_FIELDS = {"fan_out", "phase", "snapshot_id"}
+
+
+def _property_names(node: Any) -> set[str]:
+    """Every property (and parameter) name anywhere in a schema, inline ones too."""
+    names: set[str] = set()
+    if isinstance(node, dict):
+        if isinstance(node.get("properties"), dict):
+            names |= set(node["properties"])
+        if node.get("in") in ("path", "query", "header") and isinstance(node.get("name"), str):
+            names.add(node["name"])
+        for value in node.values():
+            names |= _property_names(value)
+    elif isinstance(node, list):
+        for value in node:
+            names |= _property_names(value)
+    return names
+
+
+async def test_nothing_internal_is_in_the_public_schema(client: AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    assert not [path for path in schema["paths"] if path.startswith("/internal")]
+    named = _property_names(schema["paths"]) | _property_names(schema["components"])
+    assert {"key", "window_start_ms", "operation_id"} <= named  # the walk sees into both
+    assert named & INTERNAL_FIELDS == set()
+    unpublished = await client.post("/internal/stop/hold")  # there, for the workers alone
+    assert unpublished.status_code == 400
+    assert unpublished.json()["detail"] == "this server runs no operations"
+
+
+async def test_a_key_is_called_key_in_every_path_and_every_envelope(
+    backend: FakeBackend, client: AsyncClient
+) -> None:
+    """Whatever an agent's records call their key (sensor_id, vehicle_id...), the
+    API calls it key: in the path and in the answer around the results, which
+    keep their own field names."""
+    record_keys = {view.key_field for view in backend.views()} - {"key"}
+    assert {"sensor_id", "vehicle_id", "hashtag", "team"} <= record_keys
+    schema = (await client.get("/openapi.json")).json()
+    in_paths = {
+        (parameter["name"], path)
+        for path, methods in schema["paths"].items()
+        for operation in methods.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "path"
+    }
+    assert ("key", "/sensors/{key}") in in_paths
+    assert {(n, p) for n, p in in_paths if n in record_keys or n.endswith("_key")} == set()
+
+    models = schema["components"]["schemas"]
+    envelopes = 0
+    for path, methods in schema["paths"].items():
+        if "{key}" not in path:
+            continue
+        for method, operation in methods.items():
+            ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+            fields = models[ok["$ref"].rsplit("/", 1)[-1]]["properties"]
+            assert "key" in fields, (method, path)
+            assert set(fields) & record_keys == set(), (method, path)
+            envelopes += 1
+    assert envelopes >= len(WINDOW_PATHS) + 2  # aliases and the app's own routes too
+    averages = models["SensorAveragesWindow"]["properties"]
+    assert "sensor_id" in averages  # a result inside the envelope keeps its name

@@ -9,17 +9,23 @@ import argparse
 import ast
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
-from importlib import import_module
+from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+import service
 from service.cli import build_parser as eddy_parser
 from service.cli import main as eddy
+from service.snapshot.layout import SnapshotRoot
 from spark_jobs import JOBS
+from tests.support.user_apps import write_package
+from tests.unit.test_snapshot_export import publish_two_partitions
 from tools import localkafka, postgres
 from tools.cli import build_parser as tools_parser
 from tools.cli import main as tools
@@ -350,4 +356,173 @@ def test_the_app_is_named_before_or_after_the_command(
     assert eddy_parser().parse_args(["topics", "list", "--app", "a:b"]).app == "a:b"
     assert eddy_parser().parse_args(["topics", "list"]).app is None
     assert eddy(["--app", "nowhere_at_all:app", "agents"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "eddy: --app nowhere_at_all:app: no module")
+
+
+# --- snapshot and savepoint show/dispose, on ones published in tmp_path (no Kafka) ---------
+
+OLDER, NEWER = "20300101T000000000Z", "20300101T000100000Z"
+
+
+def publish(clean_env: Path, kind: str, *ids: str, app_id: str = "eddy") -> Path:
+    """Publish complete ones of ``app_id`` under the root EDDY_<KIND>_ROOT names;
+    returns the app's folder there."""
+    root = SnapshotRoot.open(str(clean_env / f"{kind}s"))
+    for found_id in ids:
+        publish_two_partitions(root, app_id, found_id, clean_env / "scratch", kind=kind)
+    return clean_env / f"{kind}s" / app_id
+
+
+def listed_ids(kind: str, capsys: pytest.CaptureFixture[str], *app: str) -> list[str]:
+    assert eddy([kind, "list", "--json", *app]) == 0
+    return [found["id"] for found in one_json_document(capsys)]
+
+
+@pytest.mark.parametrize("kind", ["snapshot", "savepoint"])
+def test_show_prints_the_stages_tables_offsets_and_watermarks_of_one(
+    kind: str, clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = publish(clean_env, kind, OLDER) / OLDER
+    assert eddy([kind, "show", OLDER]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{kind} {OLDER} of eddy, 2030-01-01 00:00:00 UTC, 33 rows at {where}"
+    assert "  sensor_averages: 2 partitions, 33 rows" in lines
+    assert "    results: 12 rows, schema version 1" in lines
+    assert "    partition 0: offsets {'sensor-readings': 10}" in lines
+    assert "    partition 1: offsets {'sensor-readings': 11}" in lines
+
+    assert eddy([kind, "show", OLDER, "--json"]) == 0
+    shown = one_json_document(capsys)
+    assert (shown["id"], shown["app_id"], shown["rows"], shown["location"]) == (
+        OLDER,
+        "eddy",
+        33,
+        str(where),
+    )
+    assert shown["created_ms"] == 1_893_456_000_000  # the id's time
+    stage = shown["stages"]["sensor_averages"]
+    assert (stage["partitions"], stage["rows"]) == (2, 33)
+    assert stage["tables"]["results"] == {"rows": 12, "version": 1}
+    assert stage["committed_offsets"] == {
+        "0": {"sensor-readings": 10},
+        "1": {"sensor-readings": 11},
+    }
+    assert stage["watermarks_ms"] == {"0": 9_000, "1": 9_001}
+    assert eddy([kind, "show", f"eddy/{OLDER}", "--json"]) == 0  # <app>/<id>: the same one
+    assert one_json_document(capsys) == shown
+
+
+@pytest.mark.parametrize("kind", ["snapshot", "savepoint"])
+def test_dispose_deletes_one_so_list_no_longer_shows_it_and_show_fails_in_one_line(
+    kind: str, clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = publish(clean_env, kind, OLDER, NEWER)
+    assert listed_ids(kind, capsys) == [OLDER, NEWER]
+
+    assert eddy([kind, "dispose", OLDER]) == 0
+    assert capsys.readouterr().out == f"disposed of {kind} {OLDER} at {folder / OLDER}\n"
+    assert not (folder / OLDER).exists()
+    assert (folder / NEWER).is_dir()
+    assert listed_ids(kind, capsys) == [NEWER]
+    assert eddy([kind, "list"]) == 0
+    assert OLDER not in capsys.readouterr().out
+
+    for argv in ([kind, "show", OLDER], [kind, "show", OLDER, "--json"], [kind, "dispose", OLDER]):
+        assert eddy(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert_one_line_error(captured.err, f"eddy: no complete {kind} ")
+        assert OLDER in captured.err
+        assert f"eddy {kind} list" in captured.err  # what to run to see the ones there are
+
+    assert eddy([kind, "dispose", NEWER, "--json"]) == 0
+    assert one_json_document(capsys) == {"id": NEWER, "location": str(folder / NEWER)}
+    assert listed_ids(kind, capsys) == []
+    assert eddy([kind, "list"]) == 0
+    assert capsys.readouterr().out.startswith(f"no complete {kind} of eddy under ")
+
+
+def test_version_is_eddy_and_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    installed = metadata.version("eddy")
+    assert service.__version__ == installed
+    expected = f"eddy {installed}\n"
+    (script,) = metadata.entry_points(group="console_scripts", name="eddy")
+    assert script.load() is eddy  # what the installed `eddy` runs
+    with pytest.raises(SystemExit) as exited:
+        eddy(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == expected
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected, "")
+
+
+# --- --app and EDDY_APP: the user's own app (tests/support/user_apps.py) --------------
+
+USER_APP = "clickstream.app:app"  # App("clickstream"): its app id, and its one agent
+
+
+@pytest.fixture
+def user_app(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The user's package on the import path, as if run from its folder."""
+    monkeypatch.syspath_prepend(str(write_package(clean_env / "user")))
+    yield USER_APP
+    for name in [m for m in sys.modules if m.startswith("clickstream")]:
+        del sys.modules[name]
+
+
+def test_snapshot_savepoint_and_status_work_on_the_app_that_app_names(
+    user_app: str,
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def refused(url: str, **_: Any) -> httpx.Response:
+        raise httpx.ConnectError("Connection refused")
+
+    # status loads the app (its settings, token and API address) before asking a worker.
+    monkeypatch.setattr(httpx, "get", refused)
+    assert eddy(["status", "--app", "nowhere_at_all:app"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "eddy: --app nowhere_at_all:app: no module")
+    assert "clickstream.app" not in sys.modules
+    assert eddy(["status", "--app", user_app, "--url", "http://127.0.0.1:9"]) == 2
+    assert "clickstream.app" in sys.modules
+    assert_one_line_error(capsys.readouterr().err, "eddy: no worker answered at http://127.0.0.1:9")
+
+    # The app's name is its app id: the snapshots and savepoints listed are its own.
+    for kind in ("snapshot", "savepoint"):
+        publish(clean_env, kind, OLDER, app_id="clickstream")
+        assert listed_ids(kind, capsys) == []  # the default app's: none
+        assert listed_ids(kind, capsys, "--app", user_app) == [OLDER]
+        assert eddy(["--app", user_app, kind, "list", "--json"]) == 0  # before the command
+        assert [s["app_id"] for s in one_json_document(capsys)] == ["clickstream"]
+        assert eddy([kind, "dispose", OLDER, "--app", user_app]) == 0
+        assert capsys.readouterr().out.startswith(f"disposed of {kind} {OLDER} at ")
+        assert listed_ids(kind, capsys, "--app", user_app) == []
+
+
+def test_eddy_app_in_the_environment_selects_the_app_as_app_does(
+    user_app: str,
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert eddy(["agents", "--json"]) == 0
+    assert "sensor_averages" in {row["agent"] for row in one_json_document(capsys)}
+    assert eddy(["agents", "--json", "--app", user_app]) == 0
+    by_option = one_json_document(capsys)
+    assert [row["agent"] for row in by_option] == ["clicks_per_minute"]
+
+    monkeypatch.setenv("EDDY_APP", user_app)
+    assert eddy(["agents", "--json"]) == 0
+    assert one_json_document(capsys) == by_option
+    publish(clean_env, "snapshot", OLDER, app_id="clickstream")
+    assert listed_ids("snapshot", capsys) == [OLDER]
+    monkeypatch.setenv("EDDY_APP", "nowhere_at_all:app")
+    assert eddy(["agents"]) == 2
     assert_one_line_error(capsys.readouterr().err, "eddy: --app nowhere_at_all:app: no module")

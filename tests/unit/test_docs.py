@@ -39,3 +39,16 @@ def test_the_readme_names_every_prerequisite_and_what_make_installs() -> None:
     assert packages >= {"postgresql", "chromium"}
     for needed in [*packages, "Python 3.11", "Java 17", "Maven", "sudo", "kubectl"]:
         assert needed in readme, needed
+
+
+def test_the_readmes_contents_link_every_page_of_the_docs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "\n## Contents\n" in readme
+    contents = readme.split("\n## Contents\n", 1)[1].split("\n## ", 1)[0]
+    linked = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", contents)
+    assert linked, "README.md: no links under ## Contents"
+    missing = [p for p in linked if not (ROOT / p).is_file()]
+    assert missing == [], f"README.md's contents link pages that do not exist: {missing}"
+    pages = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+    assert len(pages) >= 10
+    assert [p for p in pages if p not in linked] == [], "add each to README.md's ## Contents"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow.parquet as pq
@@ -41,6 +43,26 @@ def store_with_rows(path: Path, sensors: int = 3) -> PartitionStore:
         txn.put(WINDOWS, (f"s{s}", TimeWindow(20_000, 25_000)), WindowEntry([1, 2], False, {}, {}))
     txn.commit(txn.changelog_records(), changelog_offset=41)
     return store
+
+
+def publish_two_partitions(
+    root: SnapshotRoot, app_id: str, snapshot_id: str, scratch: Path, kind: str = "snapshot"
+) -> dict[str, Any]:
+    """A complete snapshot (or savepoint) of sensor_averages as two workers publish
+    one: partition p holds ``store_with_rows(sensors=p + 1)`` (11 rows per sensor,
+    4 of them results), cut at input offset 10 + p with watermark 9_000 + p."""
+    for p in range(2):
+        work = scratch / f"{kind}-{snapshot_id}-{p}"
+        store = store_with_rows(work / "db", sensors=p + 1)
+        store.checkpoint(work / "cp")
+        store.close()
+        offsets = {"sensor-readings": 10 + p}
+        cut = PartitionCut("sensor_averages", p, work / "cp", offsets, 9_000 + p, 41, 0, 2)
+        export_partition(root, app_id, snapshot_id, f"w{p}", cut)
+        shutil.rmtree(work)
+    manifest, missing = complete(root, app_id, snapshot_id, retain=None, kind=kind)
+    assert manifest is not None, missing
+    return manifest
 
 
 def test_every_table_is_exported_with_decoded_keys_and_json_values(tmp_path: Path) -> None:

@@ -25,12 +25,14 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow.fs as pafs
 
 from service.errors import ConfigError, EddyError
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 MANIFEST = "_manifest.json"
 PARTS = "_parts"
@@ -76,6 +78,10 @@ class SnapshotRoot:
     def open(cls, uri: str) -> SnapshotRoot:
         """A local path (relative or absolute) or a URI (``s3://bucket/prefix``,
         ``file:///...``); credentials of object stores come from the environment."""
+        # Imported here, not with the module: pyarrow costs every worker process
+        # about 50 MB of memory, and only snapshots and savepoints use it.
+        import pyarrow.fs as pafs
+
         if "://" not in uri:
             path = os.path.abspath(uri)
             return cls(pafs.LocalFileSystem(), path, path)
@@ -128,11 +134,27 @@ class SnapshotRoot:
             return orjson.loads(stream.read())
 
     def exists(self, path: str) -> bool:
+        import pyarrow.fs as pafs  # with the root, already loaded (SnapshotRoot.open)
+
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
 
     def listdir(self, path: str) -> list[pafs.FileInfo]:
+        import pyarrow.fs as pafs
+
         selector = pafs.FileSelector(path, allow_not_found=True)
         return list(self.fs.get_file_info(selector))
+
+    def directories(self, path: str) -> list[pafs.FileInfo]:
+        """The folders directly under ``path`` (none if it does not exist)."""
+        import pyarrow.fs as pafs
+
+        return [i for i in self.listdir(path) if i.type == pafs.FileType.Directory]
+
+    def plain_files(self, path: str) -> list[pafs.FileInfo]:
+        """The files directly under ``path`` (none if it does not exist)."""
+        import pyarrow.fs as pafs
+
+        return [i for i in self.listdir(path) if i.type == pafs.FileType.File]
 
     def delete_dir(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError, OSError):
@@ -143,8 +165,8 @@ class SnapshotRoot:
     def manifests(self, app_id: str) -> list[dict[str, Any]]:
         """Manifests of the complete snapshots of ``app_id``, oldest first."""
         found = []
-        for info in self.listdir(self.app_dir(app_id)):
-            if info.type != pafs.FileType.Directory or not ID_PATTERN.match(info.base_name):
+        for info in self.directories(self.app_dir(app_id)):
+            if not ID_PATTERN.match(info.base_name):
                 continue
             path = f"{info.path}/{MANIFEST}"
             if self.exists(path):

@@ -25,6 +25,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -68,9 +69,10 @@ def check_id(snapshot_id: str) -> str:
 
 @dataclass(frozen=True)
 class SnapshotRoot:
-    """A snapshot root on some filesystem; ``base`` is the root's path on it."""
+    """A snapshot root on some filesystem; ``base`` is the root's path on it.
+    ``filesystem`` None: a local directory."""
 
-    fs: pafs.FileSystem
+    filesystem: pafs.FileSystem | None
     base: str
     uri: str
 
@@ -78,13 +80,14 @@ class SnapshotRoot:
     def open(cls, uri: str) -> SnapshotRoot:
         """A local path (relative or absolute) or a URI (``s3://bucket/prefix``,
         ``file:///...``); credentials of object stores come from the environment."""
-        # Imported here, not with the module: pyarrow costs every worker process
-        # about 50 MB of memory, and only snapshots and savepoints use it.
-        import pyarrow.fs as pafs
-
         if "://" not in uri:
             path = os.path.abspath(uri)
-            return cls(pafs.LocalFileSystem(), path, path)
+            return cls(None, path, path)
+        # pyarrow costs a process about 50 MB of memory: it is imported where a
+        # snapshot root is used, not with Eddy. A URI is checked when the worker
+        # starts, so it needs it here already; a local directory waits until used.
+        import pyarrow.fs as pafs
+
         try:
             fs, base = pafs.FileSystem.from_uri(uri)
         except (ValueError, OSError) as exc:  # ArrowInvalid is a ValueError
@@ -93,9 +96,17 @@ class SnapshotRoot:
             ) from None
         return cls(fs, base.rstrip("/"), uri.rstrip("/"))
 
+    @cached_property
+    def fs(self) -> pafs.FileSystem:
+        if self.filesystem is not None:
+            return self.filesystem
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem()
+
     @property
     def local(self) -> bool:
-        return bool(self.fs.type_name == "local")
+        return self.filesystem is None or bool(self.filesystem.type_name == "local")
 
     def app_dir(self, app_id: str) -> str:
         return f"{self.base}/{app_id}"
@@ -134,7 +145,7 @@ class SnapshotRoot:
             return orjson.loads(stream.read())
 
     def exists(self, path: str) -> bool:
-        import pyarrow.fs as pafs  # with the root, already loaded (SnapshotRoot.open)
+        import pyarrow.fs as pafs  # loaded by self.fs already
 
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
 

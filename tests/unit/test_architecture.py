@@ -152,6 +152,8 @@ def test_a_worker_loads_pyarrow_and_asyncpg_only_when_it_uses_them() -> None:
 
     probe = (
         "import sys, service.plane.ingest, service.plane.front, agents.app; "
+        # A worker opens its snapshot and savepoint roots when it starts.
+        "from service.snapshot.layout import SnapshotRoot; SnapshotRoot.open('snapshots'); "
         "print(sorted(m for m in ('pyarrow', 'numpy', 'asyncpg') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

@@ -24,7 +24,7 @@ from tables.export import SCHEMA_VERSION
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
 
-# tables.export.SCHEMA, as Spark names it.
+# tables.export.schema(), as Spark names it.
 ROW_SCHEMA = T.StructType(
     [
         T.StructField("key", T.StringType(), False),

@@ -49,7 +49,7 @@ class SensorReport(NamedTuple):
 
 
 def transform(results: DataFrame, counts: DataFrame) -> SensorReport:
-    """``results``/``counts``: snapshot rows (tables.export.SCHEMA) of
+    """``results``/``counts``: snapshot rows (tables.export.schema()) of
     sensor_averages' ``results`` and sensor_alerts' ``state.counts``."""
     windows = results.select(
         F.col("key").alias("sensor_id"),

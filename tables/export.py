@@ -1,6 +1,6 @@
 """Reading a partition's RocksDB checkpoint as Arrow record batches, one table at a time.
 
-Every table is exported with one schema (:data:`SCHEMA`), so Spark reads any
+Every table is exported with one schema (:func:`schema`), so Spark reads any
 table, a snapshot diff compares any two, and a new table needs no exporter:
 
 * ``key``: the record key (a sensor, a vehicle, a hashtag...), decoded;
@@ -18,26 +18,40 @@ from __future__ import annotations
 import base64
 import struct
 from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-import pyarrow as pa
 from rocksdict import AccessType, Options, Rdict
 
 from tables.codecs import decode_timer, decode_window_first
 
-# Bumped when SCHEMA or the meaning of a column changes; readers check it.
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Bumped when schema() or the meaning of a column changes; readers check it.
 SCHEMA_VERSION = 1
-SCHEMA = pa.schema(
-    [
-        pa.field("key", pa.string(), nullable=False),
-        pa.field("window_start_ms", pa.int64()),
-        pa.field("window_end_ms", pa.int64()),
-        pa.field("value", pa.string()),
-        pa.field("raw_key", pa.binary(), nullable=False),
-    ]
-)
+
+
+@cache
+def schema() -> pa.Schema:
+    """The columns of every exported table."""
+    # pyarrow is imported on the first export, not with the module: it costs every
+    # worker process about 50 MB of memory, and only snapshots and savepoints use it.
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("key", pa.string(), nullable=False),
+            pa.field("window_start_ms", pa.int64()),
+            pa.field("window_end_ms", pa.int64()),
+            pa.field("value", pa.string()),
+            pa.field("raw_key", pa.binary(), nullable=False),
+        ]
+    )
+
+
 BATCH_ROWS = 65_536
 
 # (key, window_start_ms, window_end_ms, value JSON), text as UTF-8 bytes: the batch
@@ -82,7 +96,7 @@ def _opaque(raw_key: bytes, raw_value: bytes) -> Row:
 
 
 def decoder_for(table: str) -> Decoder:
-    """How rows of ``table`` become :data:`SCHEMA` columns."""
+    """How rows of ``table`` become :func:`schema` columns."""
     if table in ("results", "windows") or table.endswith(_WINDOW_KEYED_SUFFIXES):
         return _window_keyed
     if table == "results.by_window" or table.endswith(".by_window"):
@@ -95,6 +109,8 @@ def decoder_for(table: str) -> Decoder:
 
 
 def _batch(rows: list[Row], raw_keys: list[bytes]) -> pa.RecordBatch:
+    import pyarrow as pa  # loaded by schema() already
+
     keys, starts, ends, values = zip(*rows, strict=True) if rows else ((), (), (), ())
     return pa.RecordBatch.from_arrays(
         [
@@ -104,7 +120,7 @@ def _batch(rows: list[Row], raw_keys: list[bytes]) -> pa.RecordBatch:
             pa.array(values, pa.binary()).cast(pa.string()),
             pa.array(raw_keys, pa.binary()),
         ],
-        schema=SCHEMA,
+        schema=schema(),
     )
 
 

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
-
 from service.errors import EddyError
 
 
@@ -79,6 +77,8 @@ async def migrate_dsn(
     dsn: str, schema: str, migrations: Sequence[Migration], timeout_s: float = 10.0
 ) -> list[Migration]:
     """Connect to ``dsn`` and :func:`migrate` (``python -m tools postgres migrate``)."""
+    import asyncpg  # only where PostgreSQL is used (pgsink.py)
+
     connection = await asyncpg.connect(dsn, timeout=timeout_s)
     try:
         return await migrate(connection, schema, migrations)

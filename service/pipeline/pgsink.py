@@ -16,9 +16,9 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
-import asyncpg
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
@@ -34,21 +34,27 @@ log = logging.getLogger(__name__)
 
 Row = tuple[Any, ...]
 
-# Worth another attempt: the connection broke, the server is restarting or out of
-# connections, or the transaction lost a serialization or deadlock conflict.
-TRANSIENT = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.TransactionRollbackError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    OSError,
-    TimeoutError,
-)
 ATTEMPTS = 4
 # A server that stops answering must not hold the commit past Kafka's transaction
 # timeout: give up on a statement (and retry) well before.
 CONNECT_TIMEOUT_S = 10.0
 STATEMENT_TIMEOUT_S = 20.0
+
+
+@cache
+def transient() -> tuple[type[BaseException], ...]:
+    """Worth another attempt: the connection broke, the server is restarting or out
+    of connections, or the transaction lost a serialization or deadlock conflict."""
+    import asyncpg  # with the first write (pool()), not in apps without a sink
+
+    return (
+        asyncpg.PostgresConnectionError,
+        asyncpg.exceptions.OperatorInterventionError,
+        asyncpg.exceptions.TransactionRollbackError,
+        asyncpg.exceptions.InsufficientResourcesError,
+        OSError,
+        TimeoutError,
+    )
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,7 @@ class PostgresSink:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(ATTEMPTS),
             wait=wait_exponential(multiplier=0.1, max=2.0),
-            retry=retry_if_exception_type(TRANSIENT),
+            retry=retry_if_exception_type(transient()),
             reraise=True,
         )
         async for attempt in retrying:
@@ -192,6 +198,9 @@ class PostgresSink:
             return shared.pool
         async with shared.lock:
             if shared.pool is None:
+                # asyncpg (about 14 MB) is loaded by apps that write to PostgreSQL only.
+                import asyncpg
+
                 shared.pool = await asyncpg.create_pool(
                     self.dsn,
                     min_size=1,

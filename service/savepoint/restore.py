@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.parquet as pq
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import NewPartitions
 
@@ -189,6 +188,9 @@ def _read_state(
             if table_plan is None:
                 continue  # dropped (--allow-non-restored-state)
             prefix = bytes([len(table.encode())]) + table.encode()
+            # pyarrow is loaded with the savepoint's root (layout.py), not with Eddy.
+            import pyarrow.parquet as pq
+
             for file in info["files"]:
                 rows = pq.read_table(
                     f"{base}/{file}", filesystem=root.fs, columns=["key", "value", "raw_key"]

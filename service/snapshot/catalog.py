@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import pyarrow.fs as pafs
-
 from service.settings import Settings
 from service.snapshot.layout import ID_PATTERN, MANIFEST, SnapshotNotFoundError, SnapshotRoot
 
@@ -99,7 +97,5 @@ def dispose(settings: Settings, kind: Kind, found_id: str) -> str:
 
 def _other_apps(root: SnapshotRoot, app_id: str) -> list[str]:
     return sorted(
-        info.base_name
-        for info in root.listdir(root.base)
-        if info.type == pafs.FileType.Directory and info.base_name != app_id
+        info.base_name for info in root.directories(root.base) if info.base_name != app_id
     )

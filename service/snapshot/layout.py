@@ -25,12 +25,15 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow.fs as pafs
 
 from service.errors import ConfigError, EddyError
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 MANIFEST = "_manifest.json"
 PARTS = "_parts"
@@ -66,9 +69,10 @@ def check_id(snapshot_id: str) -> str:
 
 @dataclass(frozen=True)
 class SnapshotRoot:
-    """A snapshot root on some filesystem; ``base`` is the root's path on it."""
+    """A snapshot root on some filesystem; ``base`` is the root's path on it.
+    ``filesystem`` None: a local directory."""
 
-    fs: pafs.FileSystem
+    filesystem: pafs.FileSystem | None
     base: str
     uri: str
 
@@ -78,7 +82,12 @@ class SnapshotRoot:
         ``file:///...``); credentials of object stores come from the environment."""
         if "://" not in uri:
             path = os.path.abspath(uri)
-            return cls(pafs.LocalFileSystem(), path, path)
+            return cls(None, path, path)
+        # pyarrow costs a process about 50 MB of memory: it is imported where a
+        # snapshot root is used, not with Eddy. A URI is checked when the worker
+        # starts, so it needs it here already; a local directory waits until used.
+        import pyarrow.fs as pafs
+
         try:
             fs, base = pafs.FileSystem.from_uri(uri)
         except (ValueError, OSError) as exc:  # ArrowInvalid is a ValueError
@@ -87,9 +96,17 @@ class SnapshotRoot:
             ) from None
         return cls(fs, base.rstrip("/"), uri.rstrip("/"))
 
+    @cached_property
+    def fs(self) -> pafs.FileSystem:
+        if self.filesystem is not None:
+            return self.filesystem
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem()
+
     @property
     def local(self) -> bool:
-        return bool(self.fs.type_name == "local")
+        return self.filesystem is None or bool(self.filesystem.type_name == "local")
 
     def app_dir(self, app_id: str) -> str:
         return f"{self.base}/{app_id}"
@@ -128,11 +145,27 @@ class SnapshotRoot:
             return orjson.loads(stream.read())
 
     def exists(self, path: str) -> bool:
+        import pyarrow.fs as pafs  # loaded by self.fs already
+
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
 
     def listdir(self, path: str) -> list[pafs.FileInfo]:
+        import pyarrow.fs as pafs
+
         selector = pafs.FileSelector(path, allow_not_found=True)
         return list(self.fs.get_file_info(selector))
+
+    def directories(self, path: str) -> list[pafs.FileInfo]:
+        """The folders directly under ``path`` (none if it does not exist)."""
+        import pyarrow.fs as pafs
+
+        return [i for i in self.listdir(path) if i.type == pafs.FileType.Directory]
+
+    def plain_files(self, path: str) -> list[pafs.FileInfo]:
+        """The files directly under ``path`` (none if it does not exist)."""
+        import pyarrow.fs as pafs
+
+        return [i for i in self.listdir(path) if i.type == pafs.FileType.File]
 
     def delete_dir(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError, OSError):
@@ -143,8 +176,8 @@ class SnapshotRoot:
     def manifests(self, app_id: str) -> list[dict[str, Any]]:
         """Manifests of the complete snapshots of ``app_id``, oldest first."""
         found = []
-        for info in self.listdir(self.app_dir(app_id)):
-            if info.type != pafs.FileType.Directory or not ID_PATTERN.match(info.base_name):
+        for info in self.directories(self.app_dir(app_id)):
+            if not ID_PATTERN.match(info.base_name):
                 continue
             path = f"{info.path}/{MANIFEST}"
             if self.exists(path):

@@ -10,13 +10,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from service.snapshot.layout import ID_PATTERN, MANIFEST, PARTS, SnapshotRoot, time_of
-from tables.export import SCHEMA, SCHEMA_VERSION, read_checkpoint
+from tables.export import SCHEMA_VERSION, read_checkpoint, schema
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,8 @@ def export_partition(
     an ownership change during the snapshot) never mixes the two: the part
     manifest names the files that belong together.
     """
+    import pyarrow.parquet as pq  # pyarrow only where snapshots are written (layout.py)
+
     base = root.snapshot_dir(app_id, snapshot_id)
     token = uuid.uuid4().hex[:12]
     tables: dict[str, dict[str, Any]] = {}
@@ -76,7 +78,7 @@ def export_partition(
                 )
                 root.fs.create_dir(f"{base}/{relative.rsplit('/', 1)[0]}", recursive=True)
                 writer = pq.ParquetWriter(
-                    f"{base}/{relative}", SCHEMA, filesystem=root.fs, compression="zstd"
+                    f"{base}/{relative}", schema(), filesystem=root.fs, compression="zstd"
                 )
                 tables[table] = {"rows": 0, "files": [relative]}
             assert writer is not None
@@ -119,8 +121,8 @@ def complete(
         return root.read_json(f"{base}/{MANIFEST}"), []
     parts = [
         root.read_json(info.path)
-        for info in root.listdir(f"{base}/{PARTS}")
-        if info.type == pafs.FileType.File and info.base_name.endswith(".json")
+        for info in root.plain_files(f"{base}/{PARTS}")
+        if info.base_name.endswith(".json")
     ]
     expected = {p["pipeline"]: p["partition_count"] for p in parts}
     have = {(p["pipeline"], p["partition"]) for p in parts}
@@ -162,9 +164,9 @@ def prune(root: SnapshotRoot, app_id: str, retain: int) -> list[str]:
         return []
     oldest_kept = min(kept)
     deleted = []
-    for info in root.listdir(root.app_dir(app_id)):
+    for info in root.directories(root.app_dir(app_id)):
         name = info.base_name
-        if info.type != pafs.FileType.Directory or name in kept or not ID_PATTERN.match(name):
+        if name in kept or not ID_PATTERN.match(name):
             continue
         if name in complete_ids or name < oldest_kept:
             root.delete_dir(info.path)

@@ -142,3 +142,19 @@ def test_every_public_name_loads_and_the_cli_help_loads_none_of_them() -> None:
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert loaded.stdout.strip() == "[]", loaded.stderr
+
+
+def test_a_worker_loads_pyarrow_and_asyncpg_only_when_it_uses_them() -> None:
+    """Together about 65 MB of every worker process's memory: pyarrow is for
+    snapshots and savepoints, asyncpg for PostgreSQL sinks."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, service.plane.ingest, service.plane.front, agents.app; "
+        # A worker opens its snapshot and savepoint roots when it starts.
+        "from service.snapshot.layout import SnapshotRoot; SnapshotRoot.open('snapshots'); "
+        "print(sorted(m for m in ('pyarrow', 'numpy', 'asyncpg') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr

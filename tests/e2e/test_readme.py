@@ -69,7 +69,6 @@ async def test_the_readme_agent_runs_as_the_readme_says(tmp_path: Path) -> None:
         EDDY_TOPIC_PREFIX=f"readme-{tag}-",
         EDDY_HOME=str(tmp_path / "home"),
         EDDY_API_PORT=str(port),
-        EDDY_PARTITIONS="2",
     )
     commands = the_commands()
     assert commands[0] == "source .venv/bin/activate"  # the repository's venv: PATH above

@@ -1,5 +1,5 @@
 """Decode cost per event: a sensor reading's value bytes to a ``SensorReading``,
-as JSON (the default serde) and as Avro and JSON Schema in the schema
+as JSON (the default serde) and as Avro, Protobuf and JSON Schema in the schema
 registry's wire format, in one run.
 
 Run ``python -m bench.decode`` (``--records N``, ``--repeat R``). Each serde
@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import io
 import json
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import fastavro
@@ -30,12 +34,22 @@ from agents.topics import SENSOR_READING_AVRO
 from service.schemas.avro import Avro
 from service.schemas.base import Binding
 from service.schemas.jsonschema import JsonSchema
+from service.schemas.protobuf import Protobuf
 from service.schemas.registry import RegisteredSchema
-from service.schemas.wire import header
+from service.schemas.wire import header, write_indexes
 from service.serde import JsonModel
 
 RESULTS = Path(__file__).parent / "results" / "decode.json"
 SCHEMA_ID = 1
+READING_PROTO = """syntax = "proto3";
+package eddy.bench;
+
+message Reading {
+  string sensor_id = 1;
+  int64 timestamp_ms = 2;
+  double temperature = 3;
+}
+"""
 
 
 class OneSchema:
@@ -61,6 +75,21 @@ def readings(count: int) -> list[dict[str, Any]]:
     ]
 
 
+def reading_pb2() -> ModuleType:
+    """``Reading`` compiled by protoc (grpcio-tools), as a team's build generates it."""
+    from grpc_tools import protoc
+
+    folder = tempfile.mkdtemp(prefix="eddy-bench-proto-")
+    (Path(folder) / "bench_reading.proto").write_text(READING_PROTO)
+    if protoc.main(["protoc", f"-I{folder}", f"--python_out={folder}", "bench_reading.proto"]):
+        raise RuntimeError("protoc failed on bench_reading.proto")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module("bench_reading_pb2")
+    finally:
+        sys.path.remove(folder)
+
+
 def contenders(
     values: list[dict[str, Any]],
 ) -> dict[str, tuple[Callable[[bytes], Any], list[bytes]]]:
@@ -71,14 +100,22 @@ def contenders(
         fastavro.schemaless_writer(body, avro_schema, value)
         return header(SCHEMA_ID) + body.getvalue()
 
+    pb2 = reading_pb2()
     json_records = [json.dumps(v).encode() for v in values]
     avro_records = [avro_bytes(v) for v in values]
+    proto_records = [
+        header(SCHEMA_ID) + write_indexes([0]) + pb2.Reading(**v).SerializeToString()
+        for v in values
+    ]
     schema_text = json.dumps(SensorReading.model_json_schema())
     avro = Avro(SENSOR_READING_AVRO).bind(
         Binding(OneSchema("AVRO", json.dumps(SENSOR_READING_AVRO)), "bench-value", SensorReading)  # type: ignore[arg-type]
     )
     avro_dicts = Avro(SENSOR_READING_AVRO).bind(
         Binding(OneSchema("AVRO", json.dumps(SENSOR_READING_AVRO)), "bench-value", None)  # type: ignore[arg-type]
+    )
+    proto = Protobuf(pb2.Reading).bind(
+        Binding(OneSchema("PROTOBUF", READING_PROTO), "bench-value", SensorReading)  # type: ignore[arg-type]
     )
     json_schema = JsonSchema().bind(
         Binding(OneSchema("JSON", schema_text), "bench-value", SensorReading)  # type: ignore[arg-type]
@@ -87,6 +124,7 @@ def contenders(
         "json (JsonModel, the default)": (JsonModel(SensorReading).decode, json_records),
         "avro (fastavro + model)": (avro.decode, avro_records),
         "avro (fastavro only, dicts)": (avro_dicts.decode, avro_records),
+        "protobuf (protobuf + model)": (proto.decode, proto_records),
         "json schema (jsonschema + model)": (
             json_schema.decode,
             [header(SCHEMA_ID) + r for r in json_records],

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
 
@@ -69,7 +70,7 @@ class BoundProtobuf(BoundSerde):
         value = json_format.MessageToDict(
             message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
         )
-        return self.typed(value, schema_id)
+        return self.typed(_integers(self.message.DESCRIPTOR, value), schema_id)
 
     def encode(self, value: Any) -> bytes:
         header = self.header()
@@ -79,3 +80,35 @@ class BoundProtobuf(BoundSerde):
             raise encode_failure(self.binding.subject, value, exc) from None
         data: bytes = message.SerializeToString()
         return header + self._indexes + data
+
+
+# Protobuf's JSON mapping writes 64-bit integers as strings (JavaScript cannot hold
+# them), and map keys are strings whatever their type: a model with a strict int
+# field would refuse every record. They are numbers again before the model sees them.
+_WIDE = frozenset({FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64})
+_INTEGERS = _WIDE | {FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_UINT32}
+
+
+def _integers(descriptor: Descriptor, value: dict[str, Any]) -> dict[str, Any]:
+    for field in descriptor.fields:
+        if field.name not in value:
+            continue
+        found = value[field.name]
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:
+            key, item = entry.fields_by_name["key"], entry.fields_by_name["value"]
+            to_key = int if key.cpp_type in _INTEGERS else str
+            value[field.name] = {to_key(k): _one(item, v) for k, v in found.items()}
+        elif field.is_repeated:
+            value[field.name] = [_one(field, v) for v in found]
+        else:
+            value[field.name] = _one(field, found)
+    return value
+
+
+def _one(field: FieldDescriptor, value: Any) -> Any:
+    if field.cpp_type in _WIDE:
+        return int(value)
+    if field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE and isinstance(value, dict):
+        return _integers(field.message_type, value)
+    return value  # well-known types (Timestamp...) keep their JSON form

@@ -11,7 +11,7 @@ from typing import Any
 
 import fastavro
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from service import Avro, ConfigError, DecodeError, EncodeError, JsonSchema, Protobuf, Topic
 from service.pipeline.source import as_key
@@ -270,6 +270,64 @@ def test_protobuf_reads_a_newer_message_ignoring_its_unknown_fields(
     assert serde.decode(encoded) == Reading(sensor_id="s2", temperature=1.0)
     with pytest.raises(EncodeError, match="has no field named"):
         serde.encode(Reading(sensor_id="s2", temperature=1.0, humidity=0.5))
+
+
+PROTO_WIDE = """syntax = "proto3";
+package unit.wide;
+message Part {
+  uint64 serial = 1;
+}
+message Batch {
+  int64 timestamp_ms = 1;
+  repeated sint64 offsets_ms = 2;
+  map<int64, int64> counts = 3;
+  Part part = 4;
+  repeated Part parts = 5;
+  int32 small = 6;
+}
+"""
+
+
+class Part(BaseModel):
+    model_config = ConfigDict(strict=True)
+    serial: int
+
+
+class Batch(BaseModel):
+    model_config = ConfigDict(strict=True)
+    timestamp_ms: int
+    offsets_ms: list[int]
+    counts: dict[int, int]
+    part: Part
+    parts: list[Part]
+    small: int
+
+
+def test_protobuf_64_bit_integers_reach_a_strict_model_as_integers(
+    registry: FakeRegistry, tmp_path: Any
+) -> None:
+    # Protobuf's JSON form has them as strings: a strict model refused every record.
+    pb = compile_proto(tmp_path, "unit_wide.proto", PROTO_WIDE)
+    big = 2**62 + 1
+    message = pb.Batch(
+        timestamp_ms=1_700_000_000_000,
+        offsets_ms=[-big, 5],
+        counts={big: big, -1: 2},
+        part=pb.Part(serial=2**64 - 1),
+        parts=[pb.Part(serial=1), pb.Part(serial=big)],
+        small=-7,
+    )
+    schema_id = registry.add(PROTO_WIDE, "PROTOBUF")
+    serde = bind(Protobuf(pb.Batch, schema=PROTO_WIDE), registry, model=Batch)
+    raw = wire.header(schema_id) + b"\x02\x02" + message.SerializeToString()  # Batch: index 1
+    assert serde.decode(raw) == Batch(
+        timestamp_ms=1_700_000_000_000,
+        offsets_ms=[-big, 5],
+        counts={big: big, -1: 2},
+        part=Part(serial=2**64 - 1),
+        parts=[Part(serial=1), Part(serial=big)],
+        small=-7,
+    )
 
 
 # -- keys, settings ---------------------------------------------------------------------------

@@ -170,27 +170,17 @@ class Source:
 
     def _timestamp(self, record: InputRecord, value: Any, out: Output) -> int | None:
         if self.timestamp_ms is None:
-            # The Kafka timestamp: a producer may set any 64-bit value, held to the
-            # same range as a field's time.
-            timestamp_ms = record.timestamp
-            what = "Kafka timestamp"
-        else:
-            try:
-                timestamp_ms = self.timestamp_ms(value)
-            except Exception as exc:  # a user function failed on this record: keep the record
-                out.dead_letter(record, failure("timestamp", exc))
-                return None
-            if type(timestamp_ms) is not int:
-                out.dead_letter(record, f"timestamp: {timestamp_ms!r} is not integer milliseconds")
-                return None
-            what = "timestamp"
-        if not -MAX_EVENT_TIME_MS <= timestamp_ms <= MAX_EVENT_TIME_MS:  # is_event_time
-            out.dead_letter(
-                record,
-                f"{what}: {timestamp_ms} ms is outside {EVENT_TIME_RANGE} (not a real time)",
-            )
+            # A producer may set any 64-bit Kafka timestamp: held to the same range.
+            return _in_range(record, record.timestamp, "Kafka timestamp", out)
+        try:
+            timestamp_ms = self.timestamp_ms(value)
+        except Exception as exc:  # a user function failed on this record: keep the record
+            out.dead_letter(record, failure("timestamp", exc))
             return None
-        return timestamp_ms
+        if type(timestamp_ms) is not int:
+            out.dead_letter(record, f"timestamp: {timestamp_ms!r} is not integer milliseconds")
+            return None
+        return _in_range(record, timestamp_ms, "timestamp", out)
 
     def _elements(self, record: InputRecord, value: Any, out: Output) -> Sequence[Any] | None:
         if self.steps is None:
@@ -224,6 +214,16 @@ class Source:
                 return None
             keyed.append((key, element))
         return Read(timestamp_ms, keyed, value)
+
+
+def _in_range(record: InputRecord, timestamp_ms: int, what: str, out: Output) -> int | None:
+    """``timestamp_ms`` if it is a real time (is_event_time), else dead-letter the record."""
+    if -MAX_EVENT_TIME_MS <= timestamp_ms <= MAX_EVENT_TIME_MS:
+        return timestamp_ms
+    out.dead_letter(
+        record, f"{what}: {timestamp_ms} ms is outside {EVENT_TIME_RANGE} (not a real time)"
+    )
+    return None
 
 
 def as_key(decoded: Any) -> str:

@@ -25,7 +25,7 @@ from service.cli import main as eddy
 from service.snapshot.layout import SnapshotRoot
 from spark_jobs import JOBS
 from tests.support.user_apps import write_package
-from tests.unit.test_snapshot_export import publish_two_partitions
+from tests.unit.test_snapshot_export import assert_summarises_two_partitions, publish_two_partitions
 from tools import localkafka, postgres
 from tools.cli import build_parser as tools_parser
 from tools.cli import main as tools
@@ -400,14 +400,7 @@ def test_show_prints_the_stages_tables_offsets_and_watermarks_of_one(
         str(where),
     )
     assert shown["created_ms"] == 1_893_456_000_000  # the id's time
-    stage = shown["stages"]["sensor_averages"]
-    assert (stage["partitions"], stage["rows"]) == (2, 33)
-    assert stage["tables"]["results"] == {"rows": 12, "version": 1}
-    assert stage["committed_offsets"] == {
-        "0": {"sensor-readings": 10},
-        "1": {"sensor-readings": 11},
-    }
-    assert stage["watermarks_ms"] == {"0": 9_000, "1": 9_001}
+    assert_summarises_two_partitions(shown)
     assert eddy([kind, "show", f"eddy/{OLDER}", "--json"]) == 0  # <app>/<id>: the same one
     assert one_json_document(capsys) == shown
 

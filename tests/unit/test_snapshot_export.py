@@ -65,6 +65,19 @@ def publish_two_partitions(
     return manifest
 
 
+def assert_summarises_two_partitions(summary: dict[str, Any]) -> None:
+    """``summary`` (``eddy snapshot show --json``, ``GET /snapshots/{id}``) describes
+    what :func:`publish_two_partitions` published."""
+    stage = summary["stages"]["sensor_averages"]
+    assert (stage["partitions"], stage["rows"]) == (2, 33)
+    assert stage["tables"]["results"] == {"rows": 12, "version": 1}
+    assert stage["committed_offsets"] == {
+        "0": {"sensor-readings": 10},
+        "1": {"sensor-readings": 11},
+    }
+    assert stage["watermarks_ms"] == {"0": 9_000, "1": 9_001}
+
+
 def test_every_table_is_exported_with_decoded_keys_and_json_values(tmp_path: Path) -> None:
     store = store_with_rows(tmp_path / "db")
     store.checkpoint(tmp_path / "cp")

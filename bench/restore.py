@@ -10,7 +10,10 @@ event loop, as a worker opening them does), ``--repeat`` times into fresh
 directories. The rate is changelog records over the wall time of the slowest
 partition; ``--profile`` writes a pyinstrument report of one restore instead.
 The full benchmark's restore figure also counts a worker's start-up; this one
-isolates the changelog read and the local writes.
+isolates the changelog read and the local writes. After each restore, every
+partition is opened again on its now current state, as a restart or a rebalance
+that keeps the state directory does, and that is timed too (``reopen_ms``:
+nothing to apply, so it is the fixed cost of opening a partition).
 
 Needs the local broker (``make kafka-start``); the topic is deleted afterwards.
 """
@@ -29,6 +32,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
+from bench.errors import BenchError
 from bench.kafkaio import Kafka
 from service.eventtime import Timer, TimeWindow
 from service.runtime.restore import restore_partition
@@ -105,6 +109,16 @@ async def restore_all(settings: Settings, topic: str, partitions: int, root: Pat
     return sum(applied)
 
 
+def reopen_ms(settings: Settings, topic: str, partitions: int, root: Path) -> float:
+    """How long opening every partition again takes when its local state is current
+    (a restart or rebalance that keeps the state directory): nothing to apply."""
+    started = time.monotonic()
+    applied = asyncio.run(restore_all(settings, topic, partitions, root))
+    if applied:
+        raise BenchError(f"a reopen of current state applied {applied} records")
+    return (time.monotonic() - started) * 1000
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.restore", description=__doc__)
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
@@ -132,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"wrote {args.records:,} changelog records in {time.monotonic() - started:.1f} s")
         rates: list[float] = []
+        reopens_ms: list[float] = []
         for _ in range(1 if args.profile else args.repeat):
             with tempfile.TemporaryDirectory(prefix="eddy-restore-") as tmp:
                 profiler: Any = None
@@ -147,8 +162,12 @@ def main(argv: list[str] | None = None) -> int:
                     profiler.stop()
                     args.profile.write_text(profiler.output_text(unicode=True, color=False))
                     print(f"profile: {args.profile}")
+                reopens_ms.append(reopen_ms(settings, topic, args.partitions, Path(tmp)))
             rates.append(applied / elapsed)
-            print(f"restored {applied:,} records in {elapsed:.2f} s = {applied / elapsed:,.0f}/s")
+            print(
+                f"restored {applied:,} records in {elapsed:.2f} s = {applied / elapsed:,.0f}/s; "
+                f"reopened them in {reopens_ms[-1]:.0f} ms"
+            )
     finally:
         kafka.delete([topic])
         kafka.close()
@@ -160,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             "per_commit": args.per_commit,
             "rates_per_s": [round(r) for r in rates],
             "best_per_s": round(max(rates)),
+            "reopen_ms": [round(ms) for ms in reopens_ms],
         }
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(report, indent=2) + "\n")

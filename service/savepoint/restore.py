@@ -34,7 +34,7 @@ from aiokafka.admin import NewPartitions
 from service.errors import EddyError
 from service.kafka_clients import connection_kwargs
 from service.pipeline.base import Pipeline
-from service.runtime.restore import changelog_reader
+from service.runtime.restore import changelog_reader, read_to_end
 from service.savepoint import catalog
 from service.savepoint.plan import (
     PipelinePlan,
@@ -272,9 +272,8 @@ async def _latest(settings: Settings, tp: TopicPartition) -> dict[bytes, bytes |
         consumer.assign([tp])
         end = (await consumer.end_offsets([tp]))[tp]
         await consumer.seek_to_beginning(tp)
-        while await consumer.position(tp) < end:
-            batch = await consumer.getmany(tp, timeout_ms=500, max_records=10_000)
-            latest.update((r.key, r.value) for r in batch.get(tp, []) if r.key is not None)
+        async for records in read_to_end(consumer, tp, end):
+            latest.update((r.key, r.value) for r in records if r.key is not None)
     finally:
         await consumer.stop()
     return latest

@@ -165,6 +165,8 @@ class WindowedLogic:
         self._windows.operator.firing_limit = definition.firings_per_checkpoint
         # KeyedWindows.on_element without its frame: ``(accepted, results)`` per element.
         self._process_element = self._windows.operator.process_element
+        # Whether a result is needed as a record (kept for queries, or sent as is).
+        self._records = definition.queryable or any(t.steps is None for t in definition.outputs)
         self._saved: dict[str, Any] | None = None
         self._now_ms = 0  # processing time, as of the runtime's last tick
         # Results expiring at or before this time are gone from committed state.
@@ -242,32 +244,35 @@ class WindowedLogic:
             self._saved = snapshot
 
     def _emit(self, results: list[WindowResult], out: Output) -> None:
+        # A watermark may close every key's window at once (aligned windows): the
+        # per-result work here is what a burst of closings waits for, so the record
+        # is built once for the outputs and the kept copy, and counted per timing.
+        timings: dict[str, int] = {}
+        d = self._d
         for result in results:
-            self._send(result, out)
-            out.count(f"window.{result.timing}")
-            if self._d.queryable:
-                self._keep(result)
+            record = window_record(result, d.key_field) if self._records else None
+            if d.outputs:
+                self._send(result, record, out)
+            if d.queryable:
+                self._keep(result, record)
+            timings[result.timing] = timings.get(result.timing, 0) + 1
+        for timing, count in timings.items():
+            out.count(f"window.{timing}", count)
 
-    def _send(self, result: WindowResult, out: Output) -> None:
-        if not self._d.outputs:
-            return
+    def _send(self, result: WindowResult, record: dict[str, Any] | None, out: Output) -> None:
         # A result carries its window's last instant as its Kafka timestamp, as
         # Flink's sinks do; a global window has none, so the producer sets it.
         end = result.window.end_ms
         timestamp_ms = None if end >= MAX_TIME_MS else result.window.max_timestamp_ms
-        record: Any = None
         for target in self._d.outputs:
             key = target.key(result.key)
-            if target.steps is not None:
-                encoded = target.write(result)
-            else:
-                if record is None:
-                    record = window_record(result, self._d.key_field)
-                encoded = [target.encode(record)]
+            # ``record`` is built whenever a target has no steps (``_records``).
+            encoded = target.write(result) if target.steps is not None else [target.encode(record)]
             for data in encoded:
                 out.send(target.topic, key, data, (), timestamp_ms)
 
-    def _keep(self, result: WindowResult) -> None:
+    def _keep(self, result: WindowResult, payload: dict[str, Any] | None) -> None:
+        assert payload is not None  # built for every result of a queryable stage
         key, window = result.key, result.window
         expire_ms = window.end_ms + self._d.results_retention_ms
         if expire_ms <= self._swept_ms:
@@ -276,7 +281,6 @@ class WindowedLogic:
             self._txn.delete(RESULTS, (key, window))
             self._txn.delete(RESULTS_BY_WINDOW, (window, key))
             return
-        payload = window_record(result, self._d.key_field)
         self._txn.put(RESULTS, (key, window), payload)
         self._txn.put(RESULTS_BY_WINDOW, (window, key), payload)
         timer = Timer(expire_ms, EXPIRE, key, window.start_ms, window.end_ms)

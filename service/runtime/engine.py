@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -46,6 +47,17 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# The longest a fetch waits for records before the loop looks at checkpoints,
+# processing time and stopping again.
+FETCH_WAIT_MS = 100
+
+
+def fetch_wait_ms(checkpoint_due_s: float, now_s: float) -> int:
+    """How long a fetch may wait for records: :data:`FETCH_WAIT_MS`, but never past
+    the next checkpoint. On a quiet input a full wait would hold a due checkpoint, and
+    the results waiting in it, up to 100 ms past the commit interval."""
+    until_due_ms = (checkpoint_due_s - now_s) * 1000
+    return max(0, min(FETCH_WAIT_MS, math.ceil(until_due_ms)))
 
 
 class PipelineRuntime:
@@ -171,7 +183,10 @@ class PipelineRuntime:
                 await asyncio.sleep(0.05)  # still in the group: heartbeats go on
                 continue
             generation = self._generation
-            batch = await consumer.getmany(timeout_ms=100, max_records=10_000)
+            batch = await consumer.getmany(
+                timeout_ms=fetch_wait_ms(self.checkpoints.deadline_s, time.monotonic()),
+                max_records=10_000,
+            )
             fetched_ms = self.clock.now_ms()
             self._in_hand = bool(batch)
             async with self._lock:

@@ -10,6 +10,12 @@ The registry-wire serdes are bound to a registry that holds the one schema the
 records were written with: a worker asks the registry about an id once, at its
 first record, so the per-event cost is the codec and the model, not HTTP.
 Results go to ``bench/results/decode.json``.
+
+Three more rows measure decoding only what an agent uses, on the benchmark's own
+readings (``bench.workload``: eight fields, of which ``sensor_averages`` reads
+three): the default serde, a msgspec ``Struct`` of the three fields with the
+model's constraints, and ``orjson.loads`` alone (no validation at all, the floor
+of any field extraction in Python).
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 import fastavro
+import msgspec
+import orjson
 
 from agents.records import SensorReading
 from agents.topics import SENSOR_READING_AVRO
+from bench.workload import encode
 from service.schemas.avro import Avro
 from service.schemas.base import Binding
 from service.schemas.jsonschema import JsonSchema
@@ -62,6 +71,14 @@ class OneSchema:
 
     def schema(self, schema_id: int) -> RegisteredSchema | None:
         return self.found if schema_id == SCHEMA_ID else None
+
+
+class ReadingFields(msgspec.Struct, frozen=True):
+    """The three fields ``sensor_averages`` reads, held to ``SensorReading``'s rules."""
+
+    sensor_id: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    timestamp_ms: Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+    temperature: float
 
 
 def readings(count: int) -> list[dict[str, Any]]:
@@ -120,8 +137,17 @@ def contenders(
     json_schema = JsonSchema().bind(
         Binding(OneSchema("JSON", schema_text), "bench-value", SensorReading)  # type: ignore[arg-type]
     )
+    workload_records = [
+        encode(v["sensor_id"], v["timestamp_ms"], v["temperature"], n) for n, v in enumerate(values)
+    ]
     return {
         "json (JsonModel, the default)": (JsonModel(SensorReading).decode, json_records),
+        "json, 8 fields (JsonModel)": (JsonModel(SensorReading).decode, workload_records),
+        "json, 8 fields (msgspec, 3 used)": (
+            msgspec.json.Decoder(ReadingFields).decode,
+            workload_records,
+        ),
+        "json, 8 fields (orjson.loads only)": (orjson.loads, workload_records),
         "avro (fastavro + model)": (avro.decode, avro_records),
         "avro (fastavro only, dicts)": (avro_dicts.decode, avro_records),
         "protobuf (protobuf + model)": (proto.decode, proto_records),

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 
 import uvicorn
@@ -33,6 +34,7 @@ from service.app.loader import load_app_and_settings
 from service.eventtime import SystemClock
 from service.plane.backend import QueryPlane
 from service.plane.stages import Secondaries
+from service.plane.status import reports_dir
 from service.plane.supervisor import Supervisor
 from service.settings import Settings
 from service.worker import ApiServer, bind, endpoint_of, prepare, quiet_logs
@@ -62,7 +64,8 @@ async def run(settings: Settings, built: BuiltApp, processes: int) -> int:
     sock = bind(settings.api_host, settings.api_port)
     endpoint = endpoint_of(settings, sock.getsockname()[1])
     home = settings.state_dir / settings.app_id / ".query"
-    supervisor = Supervisor(settings, count, endpoint, home / "status")
+    reports = reports_dir(home)
+    supervisor = Supervisor(settings, count, endpoint, reports)
     secondaries = Secondaries(home / "secondary", settings.api_catch_up_interval_ms)
     plane = QueryPlane(
         settings, built, SystemClock(), lambda: supervisor.children, secondaries, lambda: endpoint
@@ -109,4 +112,5 @@ async def run(settings: Settings, built: BuiltApp, processes: int) -> int:
         if client is not None:
             await client.aclose()
         secondaries.close()
+        shutil.rmtree(reports, ignore_errors=True)
     return exit_code

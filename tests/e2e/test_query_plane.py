@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from service.app.queries import partition_for
+from service.plane.status import reports_dir
 from service.settings import Settings
 from tests.e2e.test_restore import BASE_MS, SENSORS, averages_topic, encoded, readings
 from tests.support.kafka import create_topics, produce, read_all, readings_topic, unique_settings
@@ -35,7 +36,7 @@ def start(settings: Settings, tmp_path: Path, processes: int = 2) -> WorkerProce
 
 def ingest_pid(settings: Settings, index: int) -> int | None:
     """The pid ingest process ``index`` reports to the query process (None: none now)."""
-    path = settings.state_dir / settings.app_id / ".query" / "status" / f"{index}.json"
+    path = reports_dir(settings.state_dir / settings.app_id / ".query") / f"{index}.json"
     try:
         return int(orjson.loads(path.read_bytes())["pid"])
     except FileNotFoundError:

@@ -16,6 +16,7 @@ from service.app.queries import PartitionUnavailableError
 from service.metrics import Metrics
 from service.plane.backend import QueryPlane
 from service.plane.stages import LocalStage, Secondaries
+from service.plane.status import reports_dir
 from tests.support.queryhost import (
     ME,
     PEER,
@@ -188,3 +189,15 @@ async def test_a_store_is_followed_at_most_once_per_catch_up_interval(
         now_s[0] += 0.050
         assert await starts_and_offset() == ([0, 5_000], 8)  # 200 ms: followed
     secondaries.close()
+
+
+def test_each_worker_reports_in_shared_memory_of_its_own_else_under_its_state(
+    tmp_path: Path,
+) -> None:
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    one, other = tmp_path / "a" / ".query", tmp_path / "b" / ".query"
+    assert reports_dir(one, shm).parent == shm
+    assert reports_dir(one, shm) == reports_dir(one, shm)
+    assert reports_dir(one, shm) != reports_dir(other, shm)
+    assert reports_dir(one, tmp_path / "no-shm") == one / "status"

@@ -24,6 +24,7 @@ from pathlib import Path
 from agents.topics import AVERAGES, LATE_READINGS, READINGS
 from bench.errors import BenchError
 from bench.procs import Proc
+from service.plane.status import reports_dir
 
 KSTREAMS_DIR = Path(__file__).parent / "kstreams"
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,6 +184,13 @@ def eddy_env(
     )
 
 
+def profile_reports(state: Path) -> Path:
+    """Where a profiled ingest process writes its reports: where ``eddy worker``
+    would have its ingest processes write them (shared memory, when there is one),
+    so that the profile shows what writing them costs a worker."""
+    return reports_dir(state / ".query")
+
+
 def launch(
     c: Contender,
     inp: Input,
@@ -218,7 +226,7 @@ def launch(
                 # The ingest process alone, its own API on api_port: `eddy worker`
                 # would put the query process under the profiler instead.
                 argv = [py, "-m", "service.plane.ingest", "--index", "0"]
-                argv += ["--status-dir", str(state / "profile-status")]
+                argv += ["--status-dir", str(profile_reports(state))]
                 argv += ["--parent-pid", str(os.getpid())]
             # A statistical profiler (1 ms samples) rather than cProfile: it leaves the
             # per-call costs of a hot loop of small functions undistorted.

@@ -167,7 +167,7 @@ def restore(run: Run, inp: Input) -> dict[str, Any]:
 
 def profile(run: Run, inp: Input, seconds: int = 90) -> dict[str, Any]:
     """Eddy EOS under pyinstrument for ``seconds`` of the drain: where the time goes."""
-    from bench.contenders import launch
+    from bench.contenders import launch, profile_reports
     from bench.run import free_port
 
     label = f"{EDDY}-profile-{inp.partitions}p"
@@ -187,7 +187,9 @@ def profile(run: Run, inp: Input, seconds: int = 90) -> dict[str, Any]:
             )  # fmt: skip
     finally:
         launched.proc.stop(timeout_s=120)  # pyinstrument renders its report on exit
-    shutil.rmtree(run.dir / f"{run.app_ids[label]}-state", ignore_errors=True)
+    state = run.dir / f"{run.app_ids[label]}-state"
+    shutil.rmtree(profile_reports(state), ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
     run.console.print(
         f"  profile: {out} ({measured.events_per_s:,.0f} events/s under the profiler)"
     )

@@ -249,7 +249,7 @@ def reports_dir(query_home: Path, shared_memory: Path = SHARED_MEMORY) -> Path:
     In shared memory (a tmpfs; every Linux host and Kubernetes pod has one) when it
     is writable, else under ``query_home``. Each process rewrites its report after
     every checkpoint; on a disk, ext4 writes a file renamed over another out at
-    once, and under ingest's own RocksDB writes that took about 5 % of an ingest
+    once, and under ingest's own RocksDB writes that took 1 to 7 % of an ingest
     process's CPU. One directory per worker: named after its state directory.
     """
     if shared_memory.is_dir() and os.access(shared_memory, os.W_OK | os.X_OK):

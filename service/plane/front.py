@@ -34,7 +34,7 @@ from service.app.loader import load_app_and_settings
 from service.eventtime import SystemClock
 from service.plane.backend import QueryPlane
 from service.plane.stages import Secondaries
-from service.plane.status import reports_dir
+from service.plane.status import claim_reports_dir, reports_dir
 from service.plane.supervisor import Supervisor
 from service.settings import Settings
 from service.worker import ApiServer, bind, endpoint_of, prepare, quiet_logs
@@ -66,6 +66,7 @@ async def run(settings: Settings, built: BuiltApp, processes: int) -> int:
     home = settings.state_dir / settings.app_id / ".query"
     reports = reports_dir(home)
     supervisor = Supervisor(settings, count, endpoint, reports)
+    claim_reports_dir(reports)
     secondaries = Secondaries(home / "secondary", settings.api_catch_up_interval_ms)
     plane = QueryPlane(
         settings, built, SystemClock(), lambda: supervisor.children, secondaries, lambda: endpoint

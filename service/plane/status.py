@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -256,6 +257,43 @@ def reports_dir(query_home: Path, shared_memory: Path = SHARED_MEMORY) -> Path:
         digest = hashlib.sha256(str(query_home.resolve()).encode()).hexdigest()[:16]
         return shared_memory / f"eddy-{digest}"
     return query_home / "status"
+
+
+OWNER = "owner.pid"  # in a reports directory: the query process that made it
+
+
+def claim_reports_dir(directory: Path, pid: int | None = None) -> None:
+    """Make ``directory`` this worker's, after removing its neighbours that belong
+    to no running process.
+
+    A worker removes its reports directory when it stops; one killed with
+    ``kill -9`` cannot, and in shared memory its files would stay for the life of
+    the host (reused only by a worker with the same state directory).
+    """
+    pid = os.getpid() if pid is None else pid
+    for other in directory.parent.glob("eddy-*"):
+        owner = _owner(other / OWNER)
+        if other != directory and owner is not None and not _running(owner):
+            shutil.rmtree(other, ignore_errors=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / OWNER).write_text(str(pid))
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None  # not a reports directory, or not ours to judge
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _replace(path: Path, data: bytes) -> None:

@@ -5,6 +5,9 @@ restoring, forwarding, readiness, metrics, the app's own routes)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from service.app.queries import PartitionUnavailableError
 from service.metrics import Metrics
 from service.plane.backend import QueryPlane
 from service.plane.stages import LocalStage, Secondaries
-from service.plane.status import reports_dir
+from service.plane.status import OWNER, claim_reports_dir, reports_dir
 from tests.support.queryhost import (
     ME,
     PEER,
@@ -201,3 +204,21 @@ def test_each_worker_reports_in_shared_memory_of_its_own_else_under_its_state(
     assert reports_dir(one, shm) == reports_dir(one, shm)
     assert reports_dir(one, shm) != reports_dir(other, shm)
     assert reports_dir(one, tmp_path / "no-shm") == one / "status"
+
+
+def test_a_worker_removes_the_reports_of_workers_that_died_without_removing_them(
+    tmp_path: Path,
+) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone, alive, foreign = (tmp_path / name for name in ("eddy-gone", "eddy-alive", "eddy-x"))
+    for directory, owner in ((gone, str(dead.pid)), (alive, str(os.getpid())), (foreign, "?")):
+        directory.mkdir()
+        (directory / "0.json").write_text("{}")
+        (directory / OWNER).write_text(owner)
+    mine = tmp_path / "eddy-mine"
+    claim_reports_dir(mine, pid=4242)
+    assert not gone.exists()  # its worker was killed: nobody else would remove it
+    assert alive.exists()  # a running worker's
+    assert foreign.exists()  # not one it can judge
+    assert (mine / OWNER).read_text() == "4242"

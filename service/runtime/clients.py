@@ -11,8 +11,13 @@ from service.kafka_clients import connection_kwargs
 from service.pipeline.base import Pipeline
 from service.runtime.assignor import EddyAssignor
 from service.runtime.broadcast import BroadcastInput
+from service.runtime.offsets import committed_offsets
 from service.settings import Settings
 from service.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
+
+# How long opening a partition waits for the group's committed offsets before it
+# pauses the partition and retries later (service/runtime/partitions.py).
+COMMITTED_TIMEOUT_S = 30.0
 
 
 class StageClients:
@@ -132,11 +137,10 @@ class StageClients:
         consumer = self.consumer
         tps = [TopicPartition(topic, partition) for topic in self.pipeline.sources]
         beginnings = await consumer.beginning_offsets(tps)
-        offsets = {}
-        for tp in tps:
-            committed = await consumer.committed(tp)
-            offsets[tp] = committed if committed is not None else beginnings[tp]
-        return offsets
+        # Not consumer.committed(): it takes a coordinator that is still loading
+        # the group's offsets for "nothing committed" (service/runtime/offsets.py).
+        committed = await committed_offsets(consumer, tps, COMMITTED_TIMEOUT_S)
+        return {tp: committed.get(tp, beginnings[tp]) for tp in tps}
 
     def pause(self, partition: int, paused: bool) -> None:
         tps = [TopicPartition(topic, partition) for topic in self.pipeline.sources]

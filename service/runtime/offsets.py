@@ -50,7 +50,7 @@ async def _until_answered(
     while True:
         await coordinator.ensure_coordinator_known()
         try:
-            return await fetch_once(coordinator, tps)
+            return await _fetch_once(coordinator, tps)
         except kafka_errors.KafkaError as exc:
             if not exc.retriable:
                 raise
@@ -59,7 +59,7 @@ async def _until_answered(
             await asyncio.sleep(RETRY_S)
 
 
-async def fetch_once(coordinator: Any, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+async def _fetch_once(coordinator: Any, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
     """One OffsetFetch; raises the error of the request or of any partition."""
     by_topic: dict[str, list[int]] = defaultdict(list)
     for tp in tps:

@@ -41,7 +41,8 @@ class RoomSettings(SensorSettings):
         "http://127.0.0.1:8090",
         pattern=r"^https?://[^/\s]+$",
         description="sensor_rooms: base URL of the sensor-to-room lookup service "
-        "(GET /rooms/<sensor_id>; make run starts one).",
+        "(GET /rooms/<sensor_id>; make run starts one). A user:password@ in it is sent "
+        "as basic auth and masked wherever Eddy shows the URL.",
     )
     lookup_capacity: int = Field(
         100, ge=1, le=10_000, description="sensor_rooms: most lookups in flight per partition."

@@ -1,4 +1,6 @@
-"""Every error as a JSON problem body (RFC 9457); never a stack trace."""
+"""Every error as a JSON problem body (RFC 9457); never a stack trace, never a
+credential: a message may quote a URL with its password (a snapshot root, a peer),
+so every text of a body goes through service/redact.py."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.app.queries import NoDataYetError, PartitionUnavailableError, UnknownKeyError
 from service.app.web import Problem
+from service.redact import redact, redact_all
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
@@ -62,9 +65,9 @@ def problem(
         "type": "about:blank",
         "title": HTTPStatus(status).phrase,
         "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-        **extra,
+        "detail": redact(detail),
+        "instance": redact(request.url.path),
+        **redact_all(extra),
     }
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 

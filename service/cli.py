@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from service import logs
 from service.cli_parser import OneLineParser, print_error
 from service.errors import EddyError
 
@@ -172,7 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--agent", default=None, help="agents to run, comma-separated")
     replay.add_argument("--spec", default=None, help="window spec (JSON, see docs/replay.md)")
     replay.add_argument("--input", required=True, help="JSON Lines: records, watermarks...")
-    replay.add_argument("--output", default=None, help="where to write emissions (stdout)")
+    replay.add_argument(
+        "--output",
+        default=None,
+        help="where to write emissions (stdout); written whole on success, else left as it was",
+    )
+    replay.add_argument(
+        "--max-line-bytes",
+        type=bounded(int, 1, 2**30),
+        default=None,
+        metavar="N",
+        help="refuse an input line longer than N bytes (default: 8388608, 8 MiB)",
+    )
     replay.set_defaults(handler=_replay)
 
     config = commands.add_parser(
@@ -224,9 +236,7 @@ def _add_app_option(parser: argparse.ArgumentParser, *, top: bool = True) -> Non
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure()
     if args.command != "worker":
         # aiokafka logs every failed connection attempt; a command's own error says it once.
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)

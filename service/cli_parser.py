@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any, NoReturn
 
+from service.redact import redact
+
 
 class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line: ``eddy: <what>
@@ -36,9 +38,10 @@ def one_line(message: str) -> str:
 
 
 def print_error(name: str, error: BaseException) -> int:
-    """Print ``error`` as the one line ``<name>: <message>`` on stderr; returns
-    the exit code of a usage or operating error (2)."""
-    print(f"{name}: {one_line(str(error)) or type(error).__name__}", file=sys.stderr)
+    """Print ``error`` as the one line ``<name>: <message>`` on stderr, without
+    credentials (a message may quote a URL with a password); returns the exit code
+    of a usage or operating error (2)."""
+    print(f"{name}: {redact(one_line(str(error))) or type(error).__name__}", file=sys.stderr)
     return 2
 
 

@@ -1,11 +1,13 @@
 """``eddy config``: the effective settings, as ``EDDY_*=value`` lines, JSON or the
 markdown table of docs/configuration.md.
 
-The lines are the environment that reproduces this configuration: the
-framework's settings first, then each agent settings class's variables not
-already listed. A class with a required setting unset is named with what is
-missing, and the listing goes on, so one forgotten variable does not hide the
-others.
+The lines are the environment that reproduces this configuration, credentials
+masked: the framework's settings first, then each agent settings class's
+variables not already listed. A class with a required setting unset is named
+with what is missing, and the listing goes on, so one forgotten variable does
+not hide the others. A ``SecretStr`` setting shows as ``**********`` (set, not
+shown), and a URL or DSN with its user info and credential parameters as
+``***`` (service/redact.py): the output can be pasted into a ticket.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic_settings import BaseSettings
 from service.app.app import App
 from service.cli_parser import print_json
 from service.errors import ConfigError
+from service.redact import redact
 from service.settings import ENV_PREFIX, Settings, build, settings_table
 
 FRAMEWORK = "eddy"  # declared_by of the framework's own settings
@@ -43,7 +46,7 @@ class Group:
 
 def effective(app: App, settings: Settings) -> list[Group]:
     """The framework's group, then one per agent settings class."""
-    shown = settings.to_env()
+    shown = {n: redact(v) for n, v in settings.to_env().items()}
     for name in Settings.model_fields:  # to_env reveals secrets (a child worker needs them)
         if isinstance(getattr(settings, name), SecretStr):
             shown[f"{ENV_PREFIX}{name.upper()}"] = SECRET
@@ -54,7 +57,7 @@ def effective(app: App, settings: Settings) -> list[Group]:
         try:
             values = build(cls, {}).model_dump(mode="json")
         except ConfigError as exc:  # a required setting unset: say which, keep listing
-            group.error = str(exc)
+            group.error = redact(str(exc))
             continue
         for name, value in values.items():
             variable = f"{ENV_PREFIX}{name.upper()}"
@@ -67,8 +70,8 @@ def effective(app: App, settings: Settings) -> list[Group]:
 
 def _env_text(value: object) -> str:
     """A value as the environment variable that sets it (lists comma-separated,
-    as ``Settings.to_env`` writes them)."""
-    return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    as ``Settings.to_env`` writes them), credentials masked."""
+    return redact(",".join(str(v) for v in value) if isinstance(value, list) else str(value))
 
 
 def run_cli(args: argparse.Namespace) -> int:

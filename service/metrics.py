@@ -3,13 +3,54 @@ two workers in one test process do not share counters).
 
 Series are labelled by ``stage``: an agent runs as one or more stages
 (``service/app/plan.py``), and a stage is what consumes, commits and keeps state.
-``GET /stages`` says which agent each stage belongs to."""
+``GET /stages`` says which agent each stage belongs to.
+
+Label values come from code and validated settings (stage, topic, route names),
+except two: a dead letter's or a restart's ``reason`` carries text from a record or
+an error message (a registry URL with its password, say), and a request's
+``method`` is whatever a client sent. Reasons are redacted, and methods other
+than HTTP's own are counted as ``OTHER``, so no label shows a secret and a client
+cannot add series without bound."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from service.redact import redact
+
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+
+
+class ReasonCounter(Counter):
+    """A counter whose label values may quote an error message: each is redacted."""
+
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        return super().labels(
+            *(redact(str(v)) for v in labelvalues),
+            **{k: redact(str(v)) for k, v in labelkwargs.items()},
+        )
+
+
+class RequestHistogram(Histogram):
+    """Request durations by (route, method, status): a method no HTTP client sends
+    is one ``OTHER`` series, whatever it was."""
+
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        if "method" in labelkwargs:
+            labelkwargs["method"] = _method(labelkwargs["method"])
+            return super().labels(**labelkwargs)
+        values = list(labelvalues)
+        if len(values) > 1:
+            values[1] = _method(values[1])
+        return super().labels(*values)
+
+
+def _method(value: object) -> str:
+    method = str(value)
+    return method if method in HTTP_METHODS else "OTHER"
 
 
 @dataclass
@@ -36,7 +77,7 @@ class Metrics:
             ["stage"],
             registry=r,
         )
-        self.dead_letters = Counter(
+        self.dead_letters = ReasonCounter(
             "eddy_dead_letters",
             "Records sent to the dead-letter topic.",
             ["stage", "reason"],
@@ -147,14 +188,14 @@ class Metrics:
             ["stage"],
             registry=r,
         )
-        self.http_seconds = Histogram(
+        self.http_seconds = RequestHistogram(
             "eddy_http_request_seconds",
             "REST request latency by route.",
             ["route", "method", "status"],
             registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
         )
-        self.restarts = Counter(
+        self.restarts = ReasonCounter(
             "eddy_partition_restarts",
             "Partitions reopened from their last commit after a stage's code raised.",
             ["stage", "reason"],

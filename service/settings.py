@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 import socket
+import typing
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -30,6 +31,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service import paths
 from service.errors import ConfigError
+from service.redact import redact, remember, remember_in
+from service.redacted_settings import RedactedSettings, remember_secrets
 
 ENV_PREFIX = "EDDY_"
 # Variables with the prefix that are not Settings fields (read by tools, not workers).
@@ -65,7 +68,7 @@ class RestartStrategy(StrEnum):
     NONE = "none"
 
 
-class Settings(BaseSettings):
+class Settings(RedactedSettings):
     """All of Eddy's configuration. Field docs become the README's settings table."""
 
     model_config = SettingsConfigDict(
@@ -249,19 +252,35 @@ class Settings(BaseSettings):
         "this much older than the newest checkpoint, and its freshness says which one "
         "it read.",
     )
+    api_scan_max_keys: int = Field(
+        50_000,
+        ge=1,
+        description="Most state entries one REST scan examines on a worker (GET "
+        "/agents/<agent>/keys, GET /agents/<agent>/windows) before it answers with what "
+        "it found and next_after, where to go on from.",
+    )
+    api_scan_max_ms: int = Field(
+        200,
+        ge=1,
+        le=60_000,
+        description="Most milliseconds one REST scan takes on a worker, from the request "
+        "to the answer: it stops examining entries in time to answer with what it found "
+        "and next_after (see EDDY_API_SCAN_MAX_KEYS).",
+    )
     snapshot_root: str = Field(
         "snapshots",
         min_length=1,
         description="Where state snapshots are published (Parquet + manifest): a local "
         "path (relative: under EDDY_HOME) or an S3-compatible URI such as "
-        "s3://bucket/prefix (docs/snapshots.md).",
+        "s3://bucket/prefix (docs/snapshots.md). Keys in it (s3://KEY:SECRET@bucket/...) "
+        "are masked wherever Eddy shows it.",
     )
     savepoint_root: str = Field(
         "savepoints",
         min_length=1,
         description="Where savepoints are written (never deleted automatically): a local "
         "path (relative: under EDDY_HOME) or an S3-compatible URI such as "
-        "s3://bucket/prefix (docs/savepoints.md).",
+        "s3://bucket/prefix (docs/savepoints.md). Keys in it are masked wherever shown.",
     )
     snapshot_interval_ms: int = Field(
         0,
@@ -313,6 +332,14 @@ class Settings(BaseSettings):
             return names or None
         return value
 
+    @field_validator("app_id")
+    @classmethod
+    def _app_id_names_one_folder(cls, value: str) -> str:
+        # The id names the app's folder under the snapshot and savepoint roots.
+        if value in (".", ".."):
+            raise ValueError(f"{value!r} names no folder of its own: choose another id")
+        return value
+
     @field_validator("home", mode="before")
     @classmethod
     def _empty_home_is_the_default(cls, value: object) -> object:
@@ -346,6 +373,17 @@ class Settings(BaseSettings):
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"{server!r} is not host:port")
         return value
+
+    @model_validator(mode="after")
+    def _peers_use_the_token(self) -> Settings:
+        # A URL's user info is sent as basic auth, in the Authorization header that
+        # carries the token: peers would answer each other 401 (never shown, then).
+        if self.api_token is not None and "@" in (self.api_advertised_url or ""):
+            raise ValueError(
+                "EDDY_API_ADVERTISED_URL has a user:password@, which would replace the "
+                "EDDY_API_TOKEN workers send each other: remove it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _sasl_has_credentials(self) -> Settings:
@@ -407,14 +445,16 @@ def load_settings(extra: Iterable[type[BaseSettings]] = (), **overrides: Any) ->
             start with a message that says what to set.
     """
     reject_unknown_variables(extra)
+    remember_environment(extra)
     return build(Settings, overrides)
 
 
 def build(cls: type[S], overrides: Mapping[str, Any]) -> S:
-    """``cls(**overrides)`` from the environment, errors as one ConfigError."""
+    """``cls(**overrides)`` from the environment, errors as one ConfigError; its
+    secrets remembered, so that no message shows them (service/redact.py)."""
     prefix = env_prefix(cls)
     try:
-        return cls(**overrides)
+        built = cls(**overrides)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
@@ -422,9 +462,35 @@ def build(cls: type[S], overrides: Mapping[str, Any]) -> S:
             variable = f"{prefix}{field.upper()}" if error["loc"] else field
             if error["type"] == "missing":
                 problems.append(f"{variable} is required: set it")
-            else:
-                problems.append(f"{variable}: {error['msg']}")
+            else:  # a validator's message may quote the value: a URL with its password
+                problems.append(f"{variable}: {redact(error['msg'])}")
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None
+    remember_secrets(built)
+    return built
+
+
+def remember_environment(extra: Iterable[type[BaseSettings]] = ()) -> None:
+    """Remember the secrets the environment holds for settings classes a process
+    may build without :func:`build` (the schema registry's), or build later: each
+    variable of a ``SecretStr`` field, and each password inside any ``EDDY_*`` URL."""
+    from service.schemas.settings import RegistrySettings
+
+    classes: list[type[BaseSettings]] = [Settings, RegistrySettings, *extra]
+    secret_variables = {
+        variable
+        for cls in classes
+        for variable, name in variables(cls).items()
+        if _holds_secret(cls.model_fields[name].annotation)
+    }
+    for variable, value in os.environ.items():
+        if variable.startswith(ENV_PREFIX):
+            if variable in secret_variables:
+                remember([value])
+            remember_in(value)
+
+
+def _holds_secret(annotation: Any) -> bool:
+    return annotation is SecretStr or SecretStr in typing.get_args(annotation)
 
 
 def env_prefix(cls: type[BaseSettings]) -> str:

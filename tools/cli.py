@@ -12,6 +12,7 @@ import argparse
 import logging
 from collections.abc import Callable, Sequence
 
+from service import logs
 from service.cli import bounded
 from service.cli_parser import OneLineParser, print_error
 from service.errors import EddyError
@@ -317,9 +318,7 @@ def _json(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure()
     # aiokafka logs every failed connection attempt; the command's own error says it once.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     try:

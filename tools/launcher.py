@@ -26,6 +26,7 @@ import httpx
 from rich.console import Console
 
 from service.errors import EddyError
+from service.redact import redact_url
 from service.settings import ENV_PREFIX, Settings
 
 console = Console(highlight=False, soft_wrap=True)  # a URL is never cut in two
@@ -212,7 +213,7 @@ def _print_banner(run: Run, base: str, logs: Path) -> None:
     if "sensor_rooms" in run.agents:
         console.print(
             f"  sensor_rooms    readings with their room on {settings.topic('sensor-rooms')}; "
-            f"lookups from {run.room_service_url}/rooms/sensor_1"
+            f"lookups from {redact_url(run.room_service_url)}/rooms/sensor_1"
         )
     if "postgres_sink" in run.agents:
         query = f"select * from {run.postgres_schema}.sensor_latest"
@@ -221,7 +222,7 @@ def _print_banner(run: Run, base: str, logs: Path) -> None:
     console.print(f"  health        {base}/healthz   {base}/readyz")
     console.print(f"  Kafka         {settings.bootstrap_servers}")
     if registry := os.environ.get(f"{ENV_PREFIX}SCHEMA_REGISTRY_URL"):
-        console.print(f"  readings      Avro, schemas in {registry}")
+        console.print(f"  readings      Avro, schemas in {redact_url(registry)}")
     console.print(f"  logs          {logs}/worker.log, {logs}/simulator.log")
     console.print("  Ctrl-C stops everything this started.")
 

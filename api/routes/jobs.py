@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from api.errors import PROBLEM_RESPONSES, BadRequestError
+from service.redact import redact_all
 
 router = APIRouter(tags=["operations"])
 
@@ -99,4 +100,6 @@ async def jobs(
     commit, latency markers, and the newest savepoint and snapshot. A worker that
     does not answer shows as ``unreachable`` (with the error) instead of failing
     the whole answer."""
-    return await _backend(request).jobs(scope)
+    # Endpoints (EDDY_API_ADVERTISED_URL) and roots in errors may carry credentials.
+    answer: dict[str, Any] = redact_all(await _backend(request).jobs(scope))
+    return answer

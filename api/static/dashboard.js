@@ -10,9 +10,14 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const WINDOW_FIELDS = new Set(["window_start_ms", "window_end_ms", "timing"]);
 
 // EDDY_API_TOKEN, when the API needs one: from #token=... or asked once, kept locally.
+// A token given in the address is taken out of it at once, so it stays in no
+// address bar, history entry, bookmark or screenshot.
 function token() {
   const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
-  if (fromHash) localStorage.setItem("eddy-token", fromHash);
+  if (fromHash) {
+    localStorage.setItem("eddy-token", fromHash);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
   return localStorage.getItem("eddy-token");
 }
 

@@ -15,13 +15,15 @@ rejected with the closest name.
 
 from __future__ import annotations
 
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from service.redacted_settings import RedactedSettings
 from service.settings import ENV_PREFIX
 
 
-class AgentSettings(BaseSettings):
-    """Base of an agent's settings class: ``EDDY_``-prefixed, frozen, validated."""
+class AgentSettings(RedactedSettings):
+    """Base of an agent's settings class: ``EDDY_``-prefixed, frozen, validated; its
+    repr masks credentials (service/settings.py)."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, extra="ignore", frozen=True, validate_default=True

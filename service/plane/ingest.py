@@ -18,6 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
+from service import logs
 from service.app.app import BuiltApp
 from service.app.loader import load_app_and_settings
 from service.errors import EddyError
@@ -76,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, required=True, help="the query plane's pid")
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
-    logging.basicConfig(
-        level=logging.INFO,
-        format=f"%(asctime)s %(levelname)s [ingest {args.index}] %(name)s: %(message)s",
-    )
+    logs.configure(f"%(asctime)s %(levelname)s [ingest {args.index}] %(name)s: %(message)s")
     try:
         app, settings = load_app_and_settings()
         quiet_logs(settings)

@@ -154,6 +154,10 @@ bench-soak: kafka-jars ## 30 min at half of Eddy EOS's max rate (MINUTES=, RATE=
 bench-decode: venv ## decode cost per event, JSON vs Avro vs JSON Schema: bench/results/decode.json
 	$(BIN)/python -m bench.decode
 
+.PHONY: fuzz
+fuzz: venv ## fuzz every decoder (atheris, coverage-guided): INPUTS= inputs (1,000,000); prints findings, slowest input, RSS growth
+	$(BIN)/python -m tools.fuzz --inputs $(or $(INPUTS),1000000)
+
 bench-query: venv ## CPU per REST point query in the query process, FastAPI vs the fast path: bench/results/querycost.json
 	$(BIN)/python -m bench.querycost
 

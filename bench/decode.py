@@ -67,7 +67,7 @@ class OneSchema:
     url = "memory:"
 
     def __init__(self, schema_type: str, text: str) -> None:
-        self.found = RegisteredSchema(SCHEMA_ID, schema_type, text)
+        self.found = RegisteredSchema(SCHEMA_ID, schema_type, text, frozenset({"bench-value"}))
 
     def schema(self, schema_id: int) -> RegisteredSchema | None:
         return self.found if schema_id == SCHEMA_ID else None

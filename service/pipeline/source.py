@@ -5,9 +5,11 @@ dead-lettering and the key check are written once:
 
 1. decode the value with the topic's serde (a bad record is dead-lettered with
    the reason and its original bytes);
-2. if the topic declares its key, check that the Kafka record key is that key:
-   a record keyed otherwise sits in the wrong partition, and processing it would
-   spread one key's state over two tasks, so it is dead-lettered instead;
+2. read the Kafka key (UTF-8 text, or the topic's key serde; a key that is not
+   valid UTF-8 is dead-lettered, never patched: two such keys would merge into
+   one); if the topic declares its key, check that the Kafka record key is that
+   key: a record keyed otherwise sits in the wrong partition, and processing it
+   would spread one key's state over two tasks, so it is dead-lettered instead;
 3. read the event time (a field of the value, or the Kafka timestamp) and check
    it is a real time (within +-2^53 ms; a record outside is dead-lettered);
 4. run the fused stateless steps (filter, map, flat_map): one record gives zero
@@ -16,14 +18,20 @@ dead-lettering and the key check are written once:
 
 A user function that raises on a record sends the record to the dead-letter
 topic with the exception and the line of the user's code that raised it.
+
+Before a batch is read, :func:`prefetch_schemas` fetches the writer schemas its
+records name that the topic's schema-registry serdes do not know yet, off the
+event loop: reading a record never waits on the registry.
 """
 
 from __future__ import annotations
 
+import logging
 import sysconfig
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,7 +40,10 @@ from pydantic import BaseModel
 
 from service.eventtime.timestamps import EVENT_TIME_RANGE, MAX_EVENT_TIME_MS
 from service.pipeline.base import InputRecord, Output
+from service.schemas.base import BoundSerde
 from service.serde import DecodeError, Serde
+
+log = logging.getLogger(__name__)
 
 Steps = Callable[[Any], Iterable[Any]]
 # Frames in these folders are not the user's: Eddy itself, the standard library
@@ -87,6 +98,14 @@ class Source:
         """Whether every element has a key its stage may keep state under."""
         return self.key is not None or self.record_key is not None or self.require_key
 
+    async def prefetch(self, records: Sequence[InputRecord]) -> None:
+        """Fetch the writer schemas ``records`` name that this input's registry
+        serdes (values, keys) do not know yet."""
+        if isinstance(self.serde, BoundSerde):
+            await _prefetch(self.serde, [r.value for r in records])
+        if isinstance(self.key_serde, BoundSerde):
+            await _prefetch(self.key_serde, [r.key for r in records])
+
     def read(self, record: InputRecord, out: Output) -> Read | None:
         """The record's elements, or None after dead-lettering it.
 
@@ -117,7 +136,11 @@ class Source:
             return self._decoded_key(record, value, out)
         if self.record_key is None:
             if record.key is not None:
-                return record.key.decode("utf-8", "replace")
+                try:
+                    return record.key.decode()
+                except UnicodeDecodeError as exc:
+                    out.dead_letter(record, f"key: {not_text(exc)}")
+                    return False
             if self.require_key:
                 out.dead_letter(record, f"no key: topic {self.topic} is keyed by its Kafka keys")
                 return False
@@ -131,7 +154,7 @@ class Source:
             out.dead_letter(record, f"key: {key!r} is not a str")
             return False
         if record.key != key.encode():
-            found = None if record.key is None else record.key.decode("utf-8", "replace")
+            found = None if record.key is None else shown_key(record.key)
             out.dead_letter(
                 record,
                 f"record key {found!r} is not its value's key {key!r}: topic {self.topic} is "
@@ -226,14 +249,88 @@ def _in_range(record: InputRecord, timestamp_ms: int, what: str, out: Output) ->
     return None
 
 
+async def prefetch_schemas(pipeline: object, topic: str, records: Sequence[InputRecord]) -> None:
+    """Before a task reads a batch of ``topic``: fetch, off the event loop, the
+    writer schemas its records name that the pipeline's inputs of that topic do
+    not know yet, so reading finds them cached. Never raises: what could not be
+    fetched fails the records that need it, when they are read."""
+    for source in _inputs(pipeline):
+        if source.topic == topic:
+            try:
+                await source.prefetch(records)
+            except Exception:  # a bug here must not stop the task: reading says more
+                log.exception("fetching the schemas of a batch of %s failed", topic)
+
+
+def _inputs(pipeline: object) -> list[Source]:
+    """The sources of any stage: one (``source``), co-partitioned (``inputs``),
+    and a broadcast input."""
+    found = list(getattr(pipeline, "inputs", ()))
+    for name in ("source", "broadcast"):
+        one = getattr(pipeline, name, None)
+        if isinstance(one, Source):
+            found.append(one)
+    return found
+
+
+async def _prefetch(serde: BoundSerde, raws: list[bytes | None]) -> None:
+    missing = serde.missing(raws)
+    if missing:
+        await serde.binding.registry.prefetch(missing)
+
+
 def as_key(decoded: Any) -> str:
-    """A decoded Kafka key as the str Eddy keys state by: itself if a str, else its
-    canonical JSON (sorted fields), so equal keys are equal strings."""
+    """A decoded Kafka key as the str Eddy keys state by: itself if a str, its UTF-8
+    text if bytes (as a key without a key serde), else its canonical JSON (sorted
+    fields; bytes inside as Avro's JSON encoding writes them), so equal keys are
+    equal strings.
+
+    Raises:
+        DecodeError: bytes that are not UTF-8, or a value JSON cannot hold.
+    """
     if isinstance(decoded, str):
         return decoded
+    if isinstance(decoded, bytes | bytearray):
+        try:
+            return bytes(decoded).decode()
+        except UnicodeDecodeError as exc:
+            raise DecodeError(not_text(exc)) from None
     if isinstance(decoded, BaseModel):
         decoded = decoded.model_dump(mode="json")
-    return orjson.dumps(decoded, option=orjson.OPT_SORT_KEYS).decode()
+    try:
+        return orjson.dumps(
+            decoded,
+            option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+            default=_json_of_key_part,
+        ).decode()
+    except TypeError as exc:
+        raise DecodeError(f"a key of {type(decoded).__name__} Eddy cannot key by: {exc}") from None
+
+
+def _json_of_key_part(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("latin-1")  # Avro's JSON encoding: one code point a byte
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def not_text(exc: UnicodeDecodeError) -> str:
+    """Why a key is refused: its bytes are not UTF-8 text."""
+    bad = exc.object[exc.start : exc.start + 4]
+    return (
+        f"not UTF-8 text ({exc.reason} at byte {exc.start}: {bytes(bad)!r}); Eddy keys "
+        "records by text and never patches a key (two keys would merge): give the topic a "
+        "key_serde that reads these keys"
+    )
+
+
+def shown_key(key: bytes) -> str:
+    """A Kafka key as a message shows it: its text, or its bytes if it has none."""
+    try:
+        return key.decode()
+    except UnicodeDecodeError:
+        return repr(key)
 
 
 def failure(what: str, exc: BaseException) -> str:

@@ -4,22 +4,30 @@ A record is read with the schema it was written with (its id's) resolved
 against the topic's schema by Avro's rules: a field the writer lacks takes the
 reader's default, a field the reader lacks is skipped, an int widens to a long.
 A writer schema that cannot be resolved fails the record as a whole, with the
-resolver's reason; it is never half-read.
+resolver's reason; it is never half-read. A writer schema that is recursive,
+nested deeper than ``max_depth`` or has an array of items that take no bytes is
+refused (:mod:`service.schemas.avro_checks` says why each is unsafe).
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import fastavro
+import orjson
 from fastavro.read import SchemaResolutionError
 
+from service.errors import ConfigError
+from service.schemas.avro_checks import DecimalTooLong, bounded_decimals, unsafe
 from service.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
+from service.schemas.registry import RegisteredSchema
 from service.schemas.wire import split
 from service.serde import DecodeError
+
+bounded_decimals()
 
 
 class Avro(SchemaSerde):
@@ -28,16 +36,24 @@ class Avro(SchemaSerde):
     Args:
         schema: the Avro schema the agent reads records as (and writes with): a
             dict, or its JSON text (``'"string"'`` for a string key).
+        subjects: subjects besides the topic's whose schemas records may be
+            written with (e.g. ``("eddy.Reading",)`` under a record-name strategy).
     """
 
     schema_type: ClassVar[str] = "AVRO"
 
-    def __init__(self, schema: Mapping[str, Any] | str) -> None:
+    def __init__(self, schema: Mapping[str, Any] | str, *, subjects: Iterable[str] = ()) -> None:
         # A str is the schema's JSON: a record's object, or a primitive's '"string"'.
         self.schema: Any = json.loads(schema) if isinstance(schema, str) else dict(schema)
         self.parsed = fastavro.parse_schema(self.schema)  # raises on an invalid schema, at import
+        self.subjects = tuple(subjects)
 
     def bind(self, binding: Binding) -> BoundAvro:
+        reason = unsafe(self.parsed, binding.limits.max_depth)
+        if reason is not None:
+            raise ConfigError(
+                f"subject {binding.subject}: the Avro schema declared for it is refused: {reason}"
+            )
         return BoundAvro(binding, self)
 
 
@@ -45,28 +61,31 @@ class BoundAvro(BoundSerde):
     schema_type: ClassVar[str] = "AVRO"
 
     def __init__(self, binding: Binding, declared: Avro) -> None:
-        super().__init__(binding, json.dumps(declared.schema, separators=(",", ":")))
+        text = json.dumps(declared.schema, separators=(",", ":"))
+        super().__init__(binding, text, declared.subjects)
         self.reader = declared.parsed
-        # schema id -> (its parsed schema, the reader schema to resolve it against)
-        self._writers: dict[int, tuple[Any, Any]] = {}
+        self._max_bytes = binding.limits.max_record_bytes
 
     def decode(self, raw: bytes | None) -> Any:
-        schema_id, payload = split(raw)
-        writer = self._writers.get(schema_id)
+        schema_id, payload = split(raw, self._max_bytes)
+        # schema id -> (its parsed schema, the reader schema to resolve it against)
+        writer = self._ready.get(schema_id)
         if writer is None:
-            writer = self._writers[schema_id] = self._parse_writer(schema_id)
+            writer = self.ready(schema_id)
         buffer = io.BytesIO(payload)
         try:
             value = fastavro.schemaless_reader(buffer, *writer)
         except SchemaResolutionError as exc:
             raise DecodeError(
                 f"schema id {schema_id} cannot be read as subject {self.binding.subject}'s "
-                f"schema: {exc}"
+                f"schema: {exc!s:.300}"
             ) from None
+        except DecimalTooLong as exc:
+            raise DecodeError(f"schema id {schema_id}: {exc}") from None
         except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError... on bad bytes
             raise DecodeError(
                 f"schema id {schema_id}: not an Avro record of that schema "
-                f"(truncated or corrupt?): {exc!r}"
+                f"(truncated or corrupt?): {exc!r:.300}"
             ) from None
         if buffer.tell() != len(payload):
             raise DecodeError(
@@ -75,17 +94,21 @@ class BoundAvro(BoundSerde):
             )
         return self.typed(value, schema_id)
 
-    def _parse_writer(self, schema_id: int) -> tuple[Any, Any]:
+    def prepare_writer(self, found: RegisteredSchema) -> tuple[Any, Any]:
         """The writer's schema and the reader schema to resolve it against: None
         when they are the same, as fastavro then skips resolution (a quarter of
         the decode's time)."""
-        text = self.writer(schema_id).text
+        schema_id = found.schema_id
         try:
-            writer = fastavro.parse_schema(json.loads(text))
+            # orjson: a schema nested past 1,024 levels is refused, not a RecursionError.
+            writer = fastavro.parse_schema(orjson.loads(found.text))
         except Exception as exc:  # the registry holds a schema fastavro cannot parse
             raise DecodeError(
-                f"schema id {schema_id} is not an Avro schema fastavro reads: {exc}"
+                f"schema id {schema_id} is not an Avro schema fastavro reads: {exc!r:.300}"
             ) from None
+        reason = unsafe(writer, self.limits.max_depth)
+        if reason is not None:
+            raise DecodeError(f"schema id {schema_id} is refused: {reason}")
         same = fastavro.schema.to_parsing_canonical_form(
             writer
         ) == fastavro.schema.to_parsing_canonical_form(self.reader)

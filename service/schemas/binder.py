@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from service.errors import ConfigError
-from service.schemas.base import Binding, BoundSerde, SchemaSerde
+from service.redact import remember
+from service.schemas.base import Binding, BoundSerde, Limits, SchemaSerde
 from service.schemas.registry import Registry, SchemaRegistry
 from service.schemas.settings import RegistrySettings, load_registry_settings
 
@@ -31,10 +32,19 @@ class SchemaBinder:
         self.outputs: list[BoundSerde] = []
 
     def bind(self, serde: SchemaSerde, subject: str, model: type[Any] | None) -> BoundSerde:
+        """Raises:
+        ConfigError: no registry URL, or the declared schema is refused.
+        """
         if self._registry is not None and self._settings is None:  # given, not configured
             return serde.bind(Binding(self._registry, subject, model))
         settings = self._settings_or_fail(subject, serde)
-        binding = Binding(self._client(settings), subject, model, settings.auto_register)
+        limits = Limits(
+            settings.max_depth,
+            settings.max_record_bytes,
+            settings.cache_size,
+            settings.not_found_ttl_ms,
+        )
+        binding = Binding(self._client(settings), subject, model, settings.auto_register, limits)
         return serde.bind(binding)
 
     def bind_output(self, serde: SchemaSerde, subject: str, model: type[Any] | None) -> BoundSerde:
@@ -69,6 +79,13 @@ class SchemaBinder:
             auth = None
             if settings.username is not None:
                 password = settings.password.get_secret_value() if settings.password else ""
+                remember([password])  # a library's message that quotes it is redacted
                 auth = (settings.username, password)
-            self._registry = SchemaRegistry(settings.url, auth, settings.timeout_ms)
+            self._registry = SchemaRegistry(
+                settings.url,
+                auth,
+                settings.timeout_ms,
+                cache_size=settings.cache_size,
+                not_found_ttl_ms=settings.not_found_ttl_ms,
+            )
         return self._registry

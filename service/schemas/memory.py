@@ -5,6 +5,9 @@ compatibility rule: that is the real registry's job, tested against one."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import replace
+
 from service.schemas.registry import RegisteredSchema
 
 
@@ -20,7 +23,18 @@ class MemoryRegistry:
     def schema(self, schema_id: int) -> RegisteredSchema | None:
         return self._by_id.get(schema_id)
 
+    def known(self, schema_id: int) -> bool:
+        return True  # every answer is at hand
+
+    def forget(self, schema_id: int) -> None:
+        """Nothing to forget: the answers are never out of date."""
+
+    async def prefetch(self, schema_ids: Collection[int]) -> None:
+        """Nothing to fetch."""
+
     def register(self, subject: str, text: str, schema_type: str) -> int:
+        """The id of ``text`` (the same text has one id, in any subject), now a
+        version of ``subject`` too."""
         versions = self._subjects.setdefault(subject, [])
         found = self.lookup(subject, text, schema_type)
         if found is not None:
@@ -33,7 +47,8 @@ class MemoryRegistry:
             ),
             len(self._by_id) + 1,
         )
-        self._by_id[schema_id] = RegisteredSchema(schema_id, schema_type, text)
+        existing = self._by_id.get(schema_id, RegisteredSchema(schema_id, schema_type, text))
+        self._by_id[schema_id] = replace(existing, subjects=existing.subjects | {subject})
         versions.append(schema_id)
         return schema_id
 

@@ -3,11 +3,15 @@
 A record is parsed as the topic's message class whatever version of the
 message wrote it: fields the class does not know are kept as unknown fields and
 not seen by the agent, fields the writer did not set take their defaults. The
-writer's schema id must still be one the registry knows, and a Protobuf one.
+writer's schema id must still be one the registry knows, a Protobuf one, and the
+record's message indexes must select, in that schema, a message of the class's
+name: a record of another message of the file is refused, never read as the
+topic's (its bytes would parse, as something else).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from google.protobuf import json_format
@@ -17,6 +21,8 @@ from google.protobuf.message import Message
 
 from service.errors import ConfigError
 from service.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
+from service.schemas.proto_text import top_level_messages
+from service.schemas.registry import RegisteredSchema
 from service.schemas.wire import read_indexes, split, write_indexes
 from service.serde import DecodeError
 
@@ -28,15 +34,20 @@ class Protobuf(SchemaSerde):
         message: the generated message class records are parsed as.
         schema: the ``.proto`` file's text, registered for an output topic (an
             input topic needs none: the writer registered its own).
+        subjects: subjects besides the topic's whose schemas records may be
+            written with.
     """
 
     schema_type: ClassVar[str] = "PROTOBUF"
 
-    def __init__(self, message: type[Message], schema: str | None = None) -> None:
+    def __init__(
+        self, message: type[Message], schema: str | None = None, *, subjects: Iterable[str] = ()
+    ) -> None:
         if message.DESCRIPTOR.containing_type is not None:
             raise ConfigError(f"Protobuf: {message.DESCRIPTOR.full_name} is a nested message")
         self.message = message
         self.schema = schema
+        self.subjects = tuple(subjects)
 
     def bind(self, binding: Binding) -> BoundProtobuf:
         return BoundProtobuf(binding, self)
@@ -46,20 +57,23 @@ class BoundProtobuf(BoundSerde):
     schema_type: ClassVar[str] = "PROTOBUF"
 
     def __init__(self, binding: Binding, declared: Protobuf) -> None:
-        super().__init__(binding, declared.schema)
+        super().__init__(binding, declared.schema, declared.subjects)
         self.message = declared.message
         file = self.message.DESCRIPTOR.file
         self._indexes = write_indexes(
             [list(file.message_types_by_name).index(self.message.DESCRIPTOR.name)]
         )
-        self._known: set[int] = set()
+        self._max_bytes = binding.limits.max_record_bytes
 
     def decode(self, raw: bytes | None) -> Any:
-        schema_id, payload = split(raw)
-        if schema_id not in self._known:
-            self.writer(schema_id)
-            self._known.add(schema_id)
-        _, start = read_indexes(payload)
+        schema_id, payload = split(raw, self._max_bytes)
+        # schema id -> (the indexes of the class's message in it, its top-level messages)
+        found = self._ready.get(schema_id)
+        if found is None:
+            found = self.ready(schema_id)
+        indexes, start = read_indexes(payload)
+        if indexes != found[0]:
+            raise DecodeError(self._another_message(schema_id, indexes, found[1]))
         try:
             message = self.message.FromString(payload[start:])
         except ProtobufDecodeError as exc:
@@ -71,6 +85,30 @@ class BoundProtobuf(BoundSerde):
             message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
         )
         return self.typed(_integers(self.message.DESCRIPTOR, value), schema_id)
+
+    def prepare_writer(self, found: RegisteredSchema) -> tuple[list[int], list[str]]:
+        """The indexes that select the class's message in the writer's schema (by
+        its name: a package renamed between versions is the same message)."""
+        _, names = top_level_messages(found.text)
+        name = self.message.DESCRIPTOR.name
+        if name not in names:
+            listed = ", ".join(names[:5]) or "none"
+            raise DecodeError(
+                f"schema id {found.schema_id} has no message {name} at its top level "
+                f"(it has {listed}): its records are not {self.message.DESCRIPTOR.full_name}"
+            )
+        return [names.index(name)], names
+
+    def _another_message(self, schema_id: int, indexes: list[int], names: list[str]) -> str:
+        first = indexes[0] if indexes else -1
+        which = names[first] if 0 <= first < len(names) else f"no message (index {first})"
+        if len(indexes) > 1 and 0 <= first < len(names):
+            which = f"a message nested in {which}"
+        return (
+            f"schema id {schema_id}: the record is {which} (message indexes {indexes[:8]}), "
+            f"not {self.message.DESCRIPTOR.name}: the topic is read as "
+            f"{self.message.DESCRIPTOR.full_name}"
+        )
 
     def encode(self, value: Any) -> bytes:
         header = self.header()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pydantic import Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from service.errors import ConfigError
+from service.redact import redact
+from service.redacted_settings import RedactedSettings, remember_secrets
 
 
-class RegistrySettings(BaseSettings):
+class RegistrySettings(RedactedSettings):
     """The schema registry's settings: built only by an app that declares a
     schema-registry serde, so an app of JSON topics needs none of them."""
 
@@ -32,7 +34,40 @@ class RegistrySettings(BaseSettings):
         "to start when the subject lacks it (schemas registered by a deployment pipeline).",
     )
     timeout_ms: int = Field(
-        10_000, ge=100, le=300_000, description="Timeout of each schema registry request."
+        10_000,
+        ge=100,
+        le=300_000,
+        description="Timeout of each schema registry request, and the longest a batch of "
+        "records waits for the schemas its records name (then they are retried).",
+    )
+    cache_size: int = Field(
+        1_000,
+        ge=1,
+        le=1_000_000,
+        description="Schemas kept in memory by id, per worker (the least recently used is "
+        "dropped first, and asked for again if a record names it).",
+    )
+    not_found_ttl_ms: int = Field(
+        30_000,
+        ge=1_000,
+        le=86_400_000,
+        description="How long a schema id the registry does not have stays unknown before it "
+        "is asked about again; records naming it meanwhile are dead-lettered without a request.",
+    )
+    max_depth: int = Field(
+        64,
+        ge=1,
+        le=500,
+        description="Deepest nesting of types (records, arrays, maps, unions; JSON Schema "
+        "subschemas) a schema may have. A deeper or recursive writer schema is refused: its "
+        "records are dead-lettered; a deeper declared schema stops the app from building.",
+    )
+    max_record_bytes: int = Field(
+        8_388_608,
+        ge=1_024,
+        le=1_073_741_824,
+        description="Largest record a schema-registry serde decodes; a larger one is "
+        "dead-lettered.",
     )
 
 
@@ -40,10 +75,12 @@ def load_registry_settings() -> RegistrySettings:
     """From the environment, each bad variable named (as ``service.settings.build``
     does; this package sits below that module, so it does not call it)."""
     try:
-        return RegistrySettings()
+        settings = RegistrySettings()
     except ValidationError as exc:
         problems = [
-            f"EDDY_SCHEMA_REGISTRY_{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+            f"EDDY_SCHEMA_REGISTRY_{'.'.join(map(str, e['loc'])).upper()}: {redact(e['msg'])}"
             for e in exc.errors()
         ]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None
+    remember_secrets(settings)
+    return settings

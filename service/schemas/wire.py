@@ -13,14 +13,19 @@ HEADER_BYTES = 5
 _HEADER = struct.Struct(">bI")
 
 
-def split(raw: bytes | None) -> tuple[int, memoryview]:
+def split(raw: bytes | None, max_bytes: int | None = None) -> tuple[int, memoryview]:
     """The schema id and payload of a record.
 
     Raises:
-        DecodeError: a tombstone, a wrong magic byte or fewer than 5 bytes.
+        DecodeError: a tombstone, a wrong magic byte, fewer than 5 bytes, or more
+            than ``max_bytes``.
     """
     if raw is None:
         raise DecodeError("empty value (tombstone)")
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise DecodeError(
+            f"{len(raw)} bytes, more than EDDY_SCHEMA_REGISTRY_MAX_RECORD_BYTES={max_bytes}"
+        )
     if len(raw) < HEADER_BYTES:
         raise DecodeError(
             f"truncated: {len(raw)} bytes, shorter than the schema registry's 5-byte header"
@@ -42,6 +47,8 @@ def read_indexes(payload: memoryview) -> tuple[list[int], int]:
     count, at = _zigzag(payload, 0)
     if count == 0:
         return [0], at
+    if not 0 < count <= len(payload) - at:
+        raise DecodeError(f"the Protobuf message indexes claim {count} indexes")
     indexes = []
     for _ in range(count):
         index, at = _zigzag(payload, at)

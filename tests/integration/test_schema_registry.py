@@ -347,8 +347,8 @@ async def test_bad_payloads_are_dead_lettered_with_the_reason_and_nothing_is_los
     try:
         ctx = SerializationContext(settings.topic("checked-in"), MessageField.VALUE)
         good = [AvroSerializer(sr, json.dumps(READING_AVRO))(r, ctx) for r in readings(4)]
-        # Registered under another topic's subject (no compatibility check against
-        # this one's), then written here: a schema the agent's cannot resolve.
+        # Registered under another topic's subject, then written here: a schema
+        # that is not one of this topic's.
         other = SerializationContext(settings.topic("elsewhere"), MessageField.VALUE)
         alien = AvroSerializer(sr, json.dumps(ALIEN))({"id": "s1", "celsius": 3}, other)
         bad = [
@@ -379,4 +379,118 @@ async def test_bad_payloads_are_dead_lettered_with_the_reason_and_nothing_is_los
     assert "unknown schema id 2147483632" in reasons[1]
     assert "truncated" in reasons[2]
     assert "truncated or corrupt" in reasons[3]
-    assert f"cannot be read as subject {settings.topic('checked-in')}-value's schema" in reasons[4]
+    # Its subjects: the other topic's, and the same schema's in earlier runs on this registry.
+    assert f"is not a version of subject {settings.topic('checked-in')}-value (its " in reasons[4]
+
+
+def test_the_client_reads_each_ids_subjects_and_unknown_ids_from_the_real_registry(
+    registry_url: str,  # noqa: F811
+    sr: SchemaRegistryClient,
+) -> None:
+    from confluent_kafka.schema_registry import Schema
+
+    from service.schemas.registry import SchemaRegistry
+
+    suffix = uuid.uuid4().hex[:8]
+    text = json.dumps(avro_record(f"Probe{suffix}", SENSOR_ID))
+    schema_id = sr.register_schema(f"probe-{suffix}-value", Schema(text, "AVRO"))
+    assert sr.register_schema(f"shared-{suffix}-value", Schema(text, "AVRO")) == schema_id
+    client = SchemaRegistry(registry_url)
+    try:
+        found = client.schema(schema_id)
+        assert found is not None
+        assert found.subjects == {f"probe-{suffix}-value", f"shared-{suffix}-value"}
+        assert json.loads(found.text)["name"] == f"Probe{suffix}"
+        assert client.schema(2_147_483_000) is None
+        assert client.known(2_147_483_000)
+        flood = range(2_000_000_000, 2_000_000_500)
+
+        async def prefetch() -> float:
+            started = time.monotonic()
+            await client.prefetch(flood)
+            return time.monotonic() - started
+
+        took_s = asyncio.run(prefetch())
+        assert all(client.known(i) for i in flood)
+        assert all(client.schema(i) is None for i in flood)
+        assert took_s < 10, f"500 unknown ids took {took_s:.1f} s"
+    finally:
+        client.close()
+
+
+NODE = avro_record("Node", SENSOR_ID, {"name": "next", "type": ["null", "eddy.test.Node"]})
+MARKS = avro_record(
+    "Marks", SENSOR_ID, {"name": "marks", "type": {"type": "array", "items": "null"}}
+)
+
+
+async def test_unsafe_schemas_foreign_keys_and_a_flood_of_unknown_ids_are_dead_lettered(
+    tmp_path: Any,
+    registry_env: str,  # noqa: F811
+    sr: SchemaRegistryClient,
+) -> None:
+    from confluent_kafka.schema_registry import Schema
+
+    settings = unique_settings(tmp_path, agents=("guarded",))
+    subject = f"{settings.topic('guarded-in')}-value"
+    app = App("guarded")
+    app.stream(
+        Topic("guarded-in", Reading, serde=Avro(READING_AVRO), kafka_key=True), name="guarded"
+    ).to(Topic("guarded-out", Reading))
+    worker = Worker(settings, app.build(settings))
+    await worker.start()
+    try:
+        ctx = SerializationContext(settings.topic("guarded-in"), MessageField.VALUE)
+        good = [AvroSerializer(sr, json.dumps(READING_AVRO))(r, ctx) for r in readings(3)]
+        sr.set_compatibility(subject, "NONE")  # the unsafe schemas become versions too
+        recursive = sr.register_schema(subject, Schema(json.dumps(NODE), "AVRO"))
+        marks = sr.register_schema(subject, Schema(json.dumps(MARKS), "AVRO"))
+        nested = b"\x02a" + b"\x02\x02a" * 40_000 + b"\x00"  # 120 KB of nesting
+        unsafe = [
+            (b"s1", b"\x00" + recursive.to_bytes(4, "big") + nested),
+            (
+                b"s1",
+                b"\x00" + marks.to_bytes(4, "big") + b"\x02a\xfe\xff\xff\xff\xff\xff\xff\xff\x7f",
+            ),
+            (b"s1\xff", good[0]),
+        ]
+        flood = [
+            (b"s1", b"\x00" + (2_100_000_000 + i).to_bytes(4, "big") + b"\x02a") for i in range(300)
+        ]
+        started = time.monotonic()
+        send_all(
+            producer(settings),
+            settings.topic("guarded-in"),
+            [(b"s1", good[0]), *unsafe, (b"s1", good[1]), *flood, (b"s1", good[2])],
+        )
+        outputs = await read_all(settings, settings.topic("guarded-out"), min_records=3)
+        dead = await read_all(settings, settings.dead_letters, min_records=303)
+        took_s = time.monotonic() - started
+    finally:
+        await worker.stop()
+
+    assert [Reading.model_validate_json(r.value).temperature for r in outputs] == [
+        20.0,
+        21.0,
+        22.0,
+    ]
+    # The key b"s1\xff" is in another partition than b"s1": its dead letter's place may vary.
+    keyed = [r for r in dead if r.key == b"s1\xff"]
+    assert [dict(r.headers)["eddy.reason"].decode()[:59] for r in keyed] == [
+        "key: not UTF-8 text (invalid start byte at byte 2: b'\\xff')"
+    ]
+    reasons = [dict(r.headers)["eddy.reason"].decode() for r in dead if r.key == b"s1"]
+    assert reasons[0] == (
+        f"schema id {recursive} is refused: recursive (eddy.test.Node -> eddy.test.Node): a "
+        "record could nest without bound"
+    )
+    assert reasons[1] == (
+        f"schema id {marks} is refused: an array of null, whose items take no bytes: a record "
+        "of a few bytes could claim 2^62 of them"
+    )
+    assert reasons[2:] == [
+        f"unknown schema id {2_100_000_000 + i}: the schema registry {registry_env} has no "
+        "schema with that id"
+        for i in range(300)
+    ]
+    assert took_s < 60

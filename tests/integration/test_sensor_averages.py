@@ -110,12 +110,12 @@ BAD_RECORDS: list[tuple[bytes | None, bytes | None, str]] = [
     (
         b"sensor_1",
         b'{"sensor_id": "sensor_1", "timestamp_ms": 1, "temperature": NaN}',
-        "temperature: Input should be a finite number",
+        "temperature: nan is not a finite number",
     ),
     (
         b"sensor_1",
         b'{"sensor_id": "sensor_1", "timestamp_ms": 1, "temperature": 1e999}',
-        "temperature: Input should be a finite number",
+        "temperature: inf is not a finite number",
     ),
     (b"sensor_1", b"[1, 2, 3]", "Input should be an object"),
     (b"sensor_1", b"\xff\xfe\x00garbage", "malformed JSON"),

@@ -34,22 +34,31 @@ class FakeRegistry:
         self.refuse: set[str] = set()
         self.asked: list[int] = []
 
-    def add(self, text: str, schema_type: str = "AVRO") -> int:
-        for found in self.schemas.values():
-            if found.text == text:
-                return found.schema_id
-        schema_id = len(self.schemas) + 1
-        self.schemas[schema_id] = RegisteredSchema(schema_id, schema_type, text)
+    def add(self, text: str, schema_type: str = "AVRO", subject: str = "readings-value") -> int:
+        """``text``'s id (one per text, as a registry gives), a version of ``subject``."""
+        found = next((s for s in self.schemas.values() if s.text == text), None)
+        schema_id = len(self.schemas) + 1 if found is None else found.schema_id
+        subjects = frozenset({subject}) | (found.subjects if found else frozenset())
+        self.schemas[schema_id] = RegisteredSchema(schema_id, schema_type, text, subjects)
         return schema_id
 
     def schema(self, schema_id: int) -> RegisteredSchema | None:
         self.asked.append(schema_id)
         return self.schemas.get(schema_id)
 
+    def known(self, schema_id: int) -> bool:
+        return True
+
+    def forget(self, schema_id: int) -> None:
+        pass
+
+    async def prefetch(self, schema_ids: Any) -> None:
+        pass
+
     def register(self, subject: str, text: str, schema_type: str) -> int:
         if subject in self.refuse:
             raise SchemaRejected(f"the schema registry refused the schema of subject {subject}")
-        schema_id = self.add(text, schema_type)
+        schema_id = self.add(text, schema_type, subject)
         self.subjects.setdefault(subject, []).append(schema_id)
         return schema_id
 
@@ -84,9 +93,14 @@ V2 = {
 }
 
 
-def avro_record(registry: FakeRegistry, schema: dict[str, Any], value: dict[str, Any]) -> bytes:
+def avro_record(
+    registry: FakeRegistry,
+    schema: dict[str, Any],
+    value: dict[str, Any],
+    subject: str = "readings-value",
+) -> bytes:
     """A record as a Confluent serializer writes it: header, then the Avro body."""
-    schema_id = registry.add(json.dumps(schema))
+    schema_id = registry.add(json.dumps(schema), subject=subject)
     body = io.BytesIO()
     fastavro.schemaless_writer(body, fastavro.parse_schema(schema), value)
     return wire.header(schema_id) + body.getvalue()

@@ -142,6 +142,25 @@ class _Collector:
         )
         self.sent.append(Sent(self.dead_letter_topic, record.key, record.value, headers, None))
 
+    def dead_letter_output(
+        self,
+        topic: str | None,
+        key: str | None,
+        value: Any,
+        reason: str,
+        window: tuple[int, int] | None = None,
+    ) -> None:
+        # A worker's headers (service/runtime/output.py); its value is the repr.
+        headers = [(REASON, reason.encode()), ("eddy.pipeline", self.pipeline.encode())]
+        headers += [] if topic is None else [("eddy.output.topic", topic.encode())]
+        raw_key = None if key is None else key.encode(errors="backslashreplace")
+        headers += [] if raw_key is None else [("eddy.key", raw_key)]
+        if window is not None:
+            headers.append(("eddy.window_start_ms", str(window[0]).encode()))
+            headers.append(("eddy.window_end_ms", str(window[1]).encode()))
+        body = repr(value).encode(errors="backslashreplace")
+        self.sent.append(Sent(self.dead_letter_topic, raw_key, body, tuple(headers), None))
+
     def count(self, event: str, n: int = 1) -> None:
         pass  # metrics are the worker's business
 

@@ -13,6 +13,11 @@ puts it back), so a cached value may hold changes that never committed. The
 cache is therefore dropped whole with the transaction it belongs to when that
 aborts, and the next read goes back to the committed store.
 
+Encoding once per checkpoint means a value that cannot be encoded (a sum that
+overflowed to infinity) is found there, not at the record that made it: the
+runtime then replays the checkpoint's records through :class:`WatchedCachedTable`
+(tables/store.py, ``WatchedTransaction``), which checks each record's changes.
+
 Memory is the table's live entries, up to ``MAX_CLEAN_ENTRIES``: past that, each
 checkpoint forgets the entries cached longest ago (all clean by then; their next
 read decodes them from RocksDB again). Without the bound a partition with a
@@ -23,6 +28,7 @@ done (open windows, sessions), not for state that grows with every key ever seen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -133,3 +139,26 @@ class CachedTable(Generic[K, V]):
     def __len__(self) -> int:
         """Entries held in memory (committed, changed or deleted)."""
         return len(self._values)
+
+
+class WatchedCachedTable(CachedTable[K, V]):
+    """A cached table that tells ``touched`` which keys each change names: the careful
+    replay of :class:`tables.store.WatchedTransaction` checks those after every record.
+    A subclass, so the ordinary table pays nothing for it."""
+
+    def __init__(
+        self,
+        store: PartitionStore,
+        table: TableSpec[K, V],
+        touched: Callable[[TableSpec[K, V], K], None],
+    ) -> None:
+        super().__init__(store, table)
+        self._touched = touched
+
+    def put(self, key: K, value: V) -> None:
+        super().put(key, value)
+        self._touched(self.table, key)
+
+    def delete(self, key: K) -> None:
+        super().delete(key)
+        self._touched(self.table, key)

@@ -27,7 +27,8 @@ from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch, Write
 
 from tables.budget import within_budget
 from tables.cache import DELETED as _DELETED
-from tables.cache import CachedTable
+from tables.cache import MISSING as _MISSING
+from tables.cache import CachedTable, WatchedCachedTable
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -66,6 +67,29 @@ def _options() -> Options:
 
 class StateFormatError(RuntimeError):
     """Stored state this version cannot read: written by an incompatible Eddy."""
+
+
+class UnwritableStateError(ValueError):
+    """A changed state entry cannot be encoded (a float sum overflowed to infinity,
+    an integer past 64 bits, a key over 65535 bytes): the checkpoint that holds it
+    can never be written. The message names the table and key, in one line."""
+
+
+# Encoders say a value cannot be written with these (orjson: TypeError; ours:
+# EncodeError, a ValueError; a key codec: ValueError; struct: OverflowError).
+ENCODE_ERRORS = (ValueError, TypeError, OverflowError)
+# Longest value text a reason quotes; the rest is elided in the middle, so the
+# encoder's explanation at the end ("NaN or infinity") survives.
+REASON_CHARS = 300
+
+
+def shortened(text: str, limit: int = REASON_CHARS) -> str:
+    """``text`` on one line, at most about ``limit`` characters (head ... tail)."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    half = limit // 2
+    return f"{line[:half]} ... {line[-half:]}"
 
 
 class PartitionStore:
@@ -132,8 +156,10 @@ class PartitionStore:
         """The committed entry with the greatest key in ``[lower, upper)``, if any."""
         return next(self.scan(table, lower, upper, reverse=True), None)
 
-    def begin(self) -> PartitionTransaction:
-        return PartitionTransaction(self)
+    def begin(self, *, watched: bool = False) -> PartitionTransaction:
+        """The transaction of the checkpoints to come; ``watched``: one that can check
+        each record's changes as it goes (:class:`WatchedTransaction`)."""
+        return WatchedTransaction(self) if watched else PartitionTransaction(self)
 
     def size(self) -> tuple[int, int]:
         """RocksDB's estimates of (keys, live data bytes): cheap, for metrics."""
@@ -400,6 +426,69 @@ class PartitionTransaction:
         self._changes.clear()
         for cache in self._caches.values():
             cache.drop()
+
+
+class WatchedTransaction(PartitionTransaction):
+    """A transaction that remembers which entries changed since its last :meth:`check`.
+
+    State is encoded once per checkpoint, not once per change (an open window
+    changes on every record and is written once), so a value that cannot be
+    encoded is found only at the checkpoint, among the changes of every record
+    since the last one. To find the record that caused it, the runtime replays
+    those records through a watched transaction and checks after each: only the
+    entries that record changed are encoded. A subclass, so the transaction of
+    every other checkpoint pays nothing for it.
+    """
+
+    def __init__(self, store: PartitionStore) -> None:
+        super().__init__(store)
+        self._touched: dict[tuple[TableSpec[Any, Any], Any], None] = {}
+        #: False once the replay is over: changes are not remembered any more.
+        self.watching = True
+
+    def cached(self, table: TableSpec[K, V]) -> CachedTable[K, V]:
+        cache = self._caches.get(table)
+        if cache is None:
+            cache = self._caches[table] = WatchedCachedTable(self._store, table, self._touch)
+        return cache
+
+    def put(self, table: TableSpec[K, V], key: K, value: V) -> None:
+        super().put(table, key, value)
+        self._touch(table, key)
+
+    def delete(self, table: TableSpec[K, V], key: K) -> None:
+        super().delete(table, key)
+        self._touch(table, key)
+
+    def _touch(self, table: TableSpec[Any, Any], key: Any) -> None:
+        if self.watching:
+            self._touched[(table, key)] = None
+
+    def check(self) -> None:
+        """Encode every entry changed since the last check, and forget them.
+
+        Raises:
+            UnwritableStateError: one of them cannot be encoded.
+        """
+        touched = list(self._touched)
+        self._touched.clear()
+        for table, key in touched:
+            cache = self._caches.get(table)
+            if cache is not None:
+                value = cache.peek(key, _MISSING)
+            else:
+                value = self._changes.get(table, {}).get(key, _MISSING)
+            try:
+                table.full_key(key)
+                if value is not _MISSING and value is not _DELETED:
+                    table.encode_value(value)
+            except ENCODE_ERRORS as exc:
+                where = f"table {table.name!r}, key {shortened(repr(key), 80)}"
+                raise UnwritableStateError(f"{where}: {shortened(str(exc))}") from None
+
+    def discard(self) -> None:
+        super().discard()
+        self._touched.clear()
 
 
 def _live(change: tuple[bytes, Any, Any]) -> Iterator[tuple[Any, Any]]:

@@ -13,9 +13,18 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from tables.schema import StateSchema
-from tables.store import PartitionStore, PartitionTransaction
+from tables.store import ENCODE_ERRORS, PartitionStore, PartitionTransaction, shortened
 
 Headers = Sequence[tuple[str, bytes]]
+# What encoding an output raises for a value its topic cannot carry (a serde's
+# EncodeError, orjson's TypeError, struct's OverflowError); a step's error is a
+# StepError, never one of these.
+UNWRITABLE = ENCODE_ERRORS
+
+
+def unwritable_reason(exc: BaseException) -> str:
+    """The one-line dead-letter reason of an output that could not be encoded."""
+    return f"the result cannot be written: {shortened(str(exc))}"
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,18 @@ class Target:
 
             raise StepError(f"writing to {self.topic}: {failure('a step', exc)}") from exc
         return [self.encode(v) for v in values]
+
+    def send(self, key: str | None, value: Any, timestamp_ms: int | None, out: Output) -> None:
+        """Write ``value`` to this topic; one that cannot be encoded (an int past 64
+        bits, an infinity) is dead-lettered with its key instead."""
+        try:
+            encoded_key = self.key(key)
+            encoded = self.write(value)
+        except UNWRITABLE as exc:
+            out.dead_letter_output(self.topic, key, value, unwritable_reason(exc))
+            return
+        for data in encoded:
+            out.send(self.topic, encoded_key, data, (), timestamp_ms)
 
 
 class StepError(RuntimeError):
@@ -97,6 +118,20 @@ class Output(Protocol):
 
     def dead_letter(self, record: InputRecord, reason: str) -> None:
         """Send ``record``'s original bytes to the dead-letter topic with ``reason``."""
+        ...
+
+    def dead_letter_output(
+        self,
+        topic: str | None,
+        key: str | None,
+        value: Any,
+        reason: str,
+        window: tuple[int, int] | None = None,
+    ) -> None:
+        """``value`` cannot be encoded for ``topic`` (None: the stage's queryable
+        results): a sum that overflowed to infinity, an integer past 64 bits. Send
+        its key, its window ``(start_ms, end_ms)``, ``reason`` and its repr to the
+        dead-letter topic; the logic goes on with its other outputs."""
         ...
 
     def count(self, event: str, n: int = 1) -> None:

@@ -218,6 +218,4 @@ class EnrichmentLogic:
                 continue
             enriched = item.value
             for target in self._d.outputs:
-                key = target.key(enriched.key)
-                for data in target.write(enriched.value):
-                    out.send(target.topic, key, data, (), enriched.timestamp_ms)
+                target.send(enriched.key, enriched.value, enriched.timestamp_ms, out)

@@ -184,9 +184,7 @@ class ProcessLogic:
                 known = ", ".join(sorted(self._d.outputs)) or "none"
                 raise KeyError(f"output {item.output!r} is not declared (declared: {known})")
             for target in targets:
-                key = target.key(item.key)
-                for data in target.write(item.value):
-                    out.send(target.topic, key, data, (), item.timestamp_ms)
+                target.send(item.key, item.value, item.timestamp_ms, out)
 
 
 class AsyncProcessLogic(ProcessLogic):

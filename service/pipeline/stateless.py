@@ -58,9 +58,7 @@ class ForwardLogic:
             return
         for key, value in read.elements:
             for target in self._d.outputs:
-                encoded_key = target.key(key)
-                for data in target.write(value):
-                    out.send(target.topic, encoded_key, data, (), read.timestamp_ms)
+                target.send(key, value, read.timestamp_ms, out)
 
     def on_tick(self, now_ms: int, out: Output) -> None:
         pass

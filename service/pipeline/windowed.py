@@ -15,7 +15,7 @@ window's function sees both sides' elements of one key and window.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,7 +25,7 @@ from service.eventtime.joins import tag
 from service.eventtime.keyed import KeyedWindows
 from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy
 from service.eventtime.windows import MAX_TIME_MS
-from service.pipeline.base import InputRecord, Output, Target
+from service.pipeline.base import UNWRITABLE, InputRecord, Output, Target, unwritable_reason
 from service.pipeline.markers import marker_of
 from service.pipeline.source import Source
 from tables.codecs import (
@@ -46,8 +46,21 @@ from tables.windows import (
     timer_table,
 )
 
-RESULTS = results_table("results")
-RESULTS_BY_WINDOW = results_by_window_table("results.by_window")
+
+def _encoded_when_kept(value: Any) -> bytes:
+    """A kept result is encoded once, when emitted (:meth:`WindowedLogic._emit`): one
+    that cannot be is dead-lettered there, with its key and window, rather than
+    failing the checkpoint; and both tables store the same bytes."""
+    return value if isinstance(value, bytes) else encode_json(value)
+
+
+# Values: a result's record (a dict) as read back, its encoding when kept.
+RESULTS: TableSpec[tuple[str, TimeWindow], Any] = replace(
+    results_table("results"), encode_value=_encoded_when_kept
+)
+RESULTS_BY_WINDOW: TableSpec[tuple[TimeWindow, str], Any] = replace(
+    results_by_window_table("results.by_window"), encode_value=_encoded_when_kept
+)
 EVENT_TIMERS = timer_table("timers")
 PROCESSING_TIMERS = timer_table("timers.processing")
 # When each kept result leaves state, keyed (expiry time, key, window): a range read
@@ -247,6 +260,8 @@ class WindowedLogic:
         # A watermark may close every key's window at once (aligned windows): the
         # per-result work here is what a burst of closings waits for, so the record
         # is built once for the outputs and the kept copy, and counted per timing.
+        # A result that cannot be encoded (a sum that overflowed to infinity) is
+        # dead-lettered with its key and window, and the others go on.
         timings: dict[str, int] = {}
         d = self._d
         for result in results:
@@ -254,7 +269,13 @@ class WindowedLogic:
             if d.outputs:
                 self._send(result, record, out)
             if d.queryable:
-                self._keep(result, record)
+                assert record is not None  # built for every result of a queryable stage
+                try:
+                    kept = encode_json(record)
+                except UNWRITABLE as exc:
+                    self._unwritable(None, result, exc, out)
+                else:
+                    self._keep(result, kept)
             timings[result.timing] = timings.get(result.timing, 0) + 1
         for timing, count in timings.items():
             out.count(f"window.{timing}", count)
@@ -265,14 +286,27 @@ class WindowedLogic:
         end = result.window.end_ms
         timestamp_ms = None if end >= MAX_TIME_MS else result.window.max_timestamp_ms
         for target in self._d.outputs:
-            key = target.key(result.key)
-            # ``record`` is built whenever a target has no steps (``_records``).
-            encoded = target.write(result) if target.steps is not None else [target.encode(record)]
+            try:
+                key = target.key(result.key)
+                # ``record`` is built whenever a target has no steps (``_records``).
+                encoded = (
+                    target.write(result) if target.steps is not None else [target.encode(record)]
+                )
+            except UNWRITABLE as exc:
+                self._unwritable(target.topic, result, exc, out)
+                continue
             for data in encoded:
                 out.send(target.topic, key, data, (), timestamp_ms)
 
-    def _keep(self, result: WindowResult, payload: dict[str, Any] | None) -> None:
-        assert payload is not None  # built for every result of a queryable stage
+    @staticmethod
+    def _unwritable(
+        topic: str | None, result: WindowResult, exc: BaseException, out: Output
+    ) -> None:
+        window = (result.window.start_ms, result.window.end_ms)
+        out.dead_letter_output(topic, result.key, result.value, unwritable_reason(exc), window)
+
+    def _keep(self, result: WindowResult, payload: bytes) -> None:
+        """Keep ``payload`` (the result's record, encoded) for queries."""
         key, window = result.key, result.window
         expire_ms = window.end_ms + self._d.results_retention_ms
         if expire_ms <= self._swept_ms:

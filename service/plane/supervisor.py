@@ -13,7 +13,12 @@ differ only in their state directory and worker id. What happens when one exits:
   group moves its partitions to them after the session timeout, and it is started
   again once they have (after ``EDDY_SESSION_TIMEOUT_MS``; doubling, up to 5 min,
   while it keeps dying young). It then takes some partitions back (its local state
-  is warm, so the assignor prefers it for those it had).
+  is warm, so the assignor prefers it for those it had). With no other ingest
+  process running here there is no one to move them to, and waiting only keeps
+  them unserved longer: it starts again after :data:`ALONE_FIRST_S` (doubling the
+  same way), and its join completes as soon as the group drops the dead member.
+  A record that killed it is then found where the process noted it
+  (``service/runtime/inflight.py``): twice in a row, and it is dead-lettered.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ MAX_DELAY_S = 300.0
 # their next heartbeat (a quarter of it) and rejoin: a restart sooner than this
 # joins that same rebalance, and the partitions never move to the others.
 RESTART_AFTER_SESSIONS = 1.5
+# The first restart of a process that was the only one running here.
+ALONE_FIRST_S = 1.0
 STOP_TIMEOUT_S = 60.0  # SIGTERM commits and leaves the groups; the pod allows 60 s
 
 
@@ -163,13 +170,16 @@ class Supervisor:
                 if not self._failed.done():
                     self._failed.set_result(code)
                 return
-            delay_s = self._restart_delay(child, self.settings.session_timeout_ms / 1000)
+            alone = not any(c.running for c in self.children if c is not child)
+            delay_s = self._restart_delay(child, self.settings.session_timeout_ms / 1000, alone)
             log.warning(
-                "ingest process %d (pid %d) was killed by signal %d; its partitions move to "
-                "the others, and it starts again in %.0f s",
+                "ingest process %d (pid %d) was killed by signal %d (%s); %s, and it starts "
+                "again in %.0f s",
                 child.index,
                 child.process.pid,
                 -code,
+                _signal_name(-code),
+                "its partitions wait for it" if alone else "its partitions move to the others",
                 delay_s,
             )
             await asyncio.sleep(delay_s)
@@ -179,9 +189,16 @@ class Supervisor:
             await self._spawn(child)
 
     @staticmethod
-    def _restart_delay(child: Child, session_s: float) -> float:
+    def _restart_delay(child: Child, session_s: float, alone: bool = False) -> float:
         if time.monotonic() - child.started_at >= STEADY_S:
             child._quick_deaths = 0
         child._quick_deaths += 1
-        first_s = session_s * RESTART_AFTER_SESSIONS
+        first_s = ALONE_FIRST_S if alone else session_s * RESTART_AFTER_SESSIONS
         return min(MAX_DELAY_S, first_s * 2.0 ** (child._quick_deaths - 1))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"

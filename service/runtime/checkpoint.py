@@ -3,7 +3,10 @@
 Under exactly-once each task commits its own Kafka transaction (its producer is
 its partition's), concurrently; at-least-once commits every task's offsets with
 the group's consumer. A checkpoint that fails discards the task, which is then
-reopened from what Kafka committed (docs/architecture.md, "The checkpoint").
+reopened from what Kafka committed (docs/architecture.md, "The checkpoint"); one
+whose state cannot be encoded starts again from its last commit to replay
+carefully, which finds the record that caused it
+(:class:`~service.runtime.restarts.ReplayCarefully`), while the other tasks commit.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from service.runtime.clients import StageClients
 from service.runtime.gauges import StateGauges
 from service.runtime.latency import LatencyMarkers
 from service.runtime.partitions import Partitions
+from service.runtime.restarts import ReplayCarefully
 from service.runtime.task import Task
 from service.settings import Settings
 
@@ -98,6 +102,9 @@ class Checkpointer:
             self.metrics.commit_failures.labels(self.name).inc()
             await self.partitions.fenced(task, reopen=reopen_failed)
             return
+        except ReplayCarefully as failure:
+            await self._unwritable(task, failure, reopen_failed)
+            return
         except (TimeoutError, KafkaError, OSError) as exc:
             log.warning(
                 "%s[%d]: checkpoint failed (%r); reopening from Kafka",
@@ -114,10 +121,20 @@ class Checkpointer:
         self.metrics.commits.labels(self.name).inc()
 
     async def _commit_at_least_once(self, tasks: list[Task], reopen_failed: bool) -> None:
+        unwritable: dict[Task, ReplayCarefully] = {}
         try:
-            await asyncio.gather(*(task.prepare_commit() for task in tasks))
+            prepared = await asyncio.gather(
+                *(task.prepare_commit() for task in tasks), return_exceptions=True
+            )
+            outcomes = dict(zip(tasks, prepared, strict=True))
+            unwritable = {t: o for t, o in outcomes.items() if isinstance(o, ReplayCarefully)}
+            tasks = [task for task in tasks if task not in unwritable]
+            failed = [o for t in tasks if isinstance(o := outcomes[t], BaseException)]
+            if failed:
+                raise failed[0]
             offsets = {tp: off for task in tasks for tp, off in task.next_offsets.items()}
-            await self.clients.consumer.commit(offsets)
+            if offsets:  # none when every task's state was unwritable
+                await self.clients.consumer.commit(offsets)
         except (TimeoutError, KafkaError, OSError) as exc:
             log.warning("%s: checkpoint failed (%r); reopening from Kafka", self.name, exc)
             self.metrics.commit_failures.labels(self.name).inc(len(tasks))
@@ -126,9 +143,21 @@ class Checkpointer:
                 if reopen_failed:
                     await self.partitions.reopen(task.partition)
             return
+        finally:
+            for task, failure in unwritable.items():
+                await self._unwritable(task, failure, reopen_failed)
         for task in tasks:
             self._finish(task)
-        self.metrics.commits.labels(self.name).inc(len(tasks))
+        if tasks:
+            self.metrics.commits.labels(self.name).inc(len(tasks))
+
+    async def _unwritable(self, task: Task, failure: ReplayCarefully, reopen: bool) -> None:
+        """The task's state cannot be encoded: replay carefully to find what did it."""
+        self.metrics.commit_failures.labels(self.name).inc()
+        if reopen:
+            await self.partitions.replay_carefully(task, failure)
+        else:  # given up anyway: the next owner's checkpoint fails and replays so
+            task.discard()
 
     def _finish(self, task: Task) -> None:
         """The local write; the checkpoint's outputs are visible now: observe markers."""

@@ -39,7 +39,7 @@ from service.runtime.clients import StageClients
 from service.runtime.latency import LatencyMarkers
 from service.runtime.partitions import Partitions
 from service.runtime.progress import InputProgress, input_progress
-from service.runtime.restarts import RecordFailedError
+from service.runtime.restarts import RecordFailedError, ReplayCarefully
 from service.runtime.standby import StandbyReplicas
 from service.runtime.stores import LocalStores
 from service.runtime.task import Task
@@ -255,14 +255,14 @@ class PipelineRuntime:
         # Processing time first: records handled now must see the current clock
         # (a timer "in 10 s" is 10 s from now, not from the last tick).
         now_ms = self.clock.now_ms()
-        for task in self.tasks.values():
-            await task.tick(now_ms)
+        for task in list(self.tasks.values()):
+            await self._guarded(task, task.tick(now_ms))
         await self._fire_due()
         broadcast = self.clients.broadcast
         if broadcast is not None:
             for control in (await broadcast.poll()).values():
-                for task in self.tasks.values():
-                    await task.process_broadcast(control)
+                for task in list(self.tasks.values()):
+                    await self._guarded(task, task.process_broadcast(control))
         # A task reopened while handling this batch was seeked back to its last
         # commit: the rest of the batch for it (any source) would skip records.
         opened = dict(self.tasks)
@@ -337,6 +337,8 @@ class PipelineRuntime:
             await self.partitions.fenced(owner)
         except RecordFailedError as failure:
             await self.partitions.restart_after(owner, failure)
+        except ReplayCarefully as failure:  # an output that cannot be encoded
+            await self.partitions.replay_carefully(owner, failure)
         except (TimeoutError, KafkaError, OSError) as exc:
             log.warning(
                 "%s[%d]: processing failed (%r); reopening from Kafka",

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import Counter
 
 from service.metrics import Metrics
 from service.pipeline.base import Headers, InputRecord
+from service.redact import redact
+from service.runtime.restarts import ReplayCarefully
+from tables.store import shortened
+
+# The longest repr of an unwritable output a dead letter carries.
+OUTPUT_REPR_CHARS = 65_536
 
 
 @dataclass(slots=True)
@@ -29,6 +36,9 @@ class TaskOutput:
     metrics: Metrics
     partition_counts: dict[str, int] = field(default_factory=dict)
     pending: list[Pending] = field(default_factory=list)
+    # In a careful replay an output that cannot be encoded is dead-lettered; outside
+    # one it starts one (service/runtime/restarts.py, ReplayCarefully).
+    careful: bool = False
     # Each event's labelled counter, looked up once: a lookup costs microseconds,
     # and late records are counted one by one.
     _counters: dict[str, Counter] = field(default_factory=dict)
@@ -50,6 +60,7 @@ class TaskOutput:
     def dead_letter(self, record: InputRecord, reason: str) -> None:
         # The original bytes travel untouched in the value so a fixed record can be
         # replayed as is; everything about where it came from goes in headers.
+        reason = redact(reason)  # a reason may quote a URL with its password
         headers = [
             ("eddy.reason", reason.encode()),
             ("eddy.pipeline", self.pipeline.encode()),
@@ -60,6 +71,32 @@ class TaskOutput:
         self.pending.append(
             Pending(self.dead_letter_topic, record.key, record.value, headers, None)
         )
+        self.metrics.dead_letters.labels(self.pipeline, reason.split(":", 1)[0][:40]).inc()
+
+    def dead_letter_output(
+        self,
+        topic: str | None,
+        key: str | None,
+        value: Any,
+        reason: str,
+        window: tuple[int, int] | None = None,
+    ) -> None:
+        if not self.careful:
+            raise ReplayCarefully(f"an output to {topic or 'the results'} of key {key!r}: {reason}")
+        reason = redact(reason)
+        headers = [("eddy.reason", reason.encode()), ("eddy.pipeline", self.pipeline.encode())]
+        if topic is not None:
+            headers.append(("eddy.output.topic", topic.encode()))
+        raw_key = None if key is None else key.encode(errors="backslashreplace")
+        if raw_key is not None:
+            headers.append(("eddy.key", raw_key))
+        if window is not None:
+            headers.append(("eddy.window_start_ms", str(window[0]).encode()))
+            headers.append(("eddy.window_end_ms", str(window[1]).encode()))
+        # No bytes exist for it: its repr says what it was (shortened: a window's
+        # elements can be many).
+        text = shortened(repr(value), OUTPUT_REPR_CHARS).encode(errors="backslashreplace")
+        self.pending.append(Pending(self.dead_letter_topic, raw_key, text, headers, None))
         self.metrics.dead_letters.labels(self.pipeline, reason.split(":", 1)[0][:40]).inc()
 
     def count(self, event: str, n: int = 1) -> None:

@@ -3,7 +3,9 @@
 Opening a partition fences zombies and restores its state before any record is
 processed (docs/architecture.md, "Opening a partition"); a partition that
 cannot be opened, or whose task failed, is paused and retried later, never
-processed from a guessed position.
+processed from a guessed position. Opening also reads the partition's note of
+the record in flight (:mod:`service.runtime.inflight`): a record the process
+died on twice in a row is dead-lettered, unprocessed.
 """
 
 from __future__ import annotations
@@ -14,19 +16,21 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError, ProducerFenced
 
 from service.metrics import Metrics
 from service.pipeline.base import BroadcastLogic, Pipeline
 from service.runtime.clients import StageClients
+from service.runtime.inflight import InFlight, Suspect
 from service.runtime.latency import LatencyMarkers
 from service.runtime.output import TaskOutput
-from service.runtime.restarts import RecordFailedError, RestartPolicy
+from service.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
 from service.runtime.restore import restore_partition
 from service.runtime.stores import LocalStores
 from service.runtime.task import Task
 from service.settings import Settings
+from tables.store import PartitionStore
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,9 @@ class Partitions:
         self.restoring: set[int] = set()
         self._retries: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
+        # Partitions to replay carefully, until these offsets commit (ReplayCarefully).
+        self._careful: dict[int, dict[TopicPartition, int]] = {}
+        self._inflight: dict[int, InFlight] = {}
         # Called whenever a partition starts or stops being served here, before its
         # store is touched: the query plane must stop reading a partition before a
         # restore rewrites it (service/plane/status.py).
@@ -91,25 +98,7 @@ class Partitions:
             if producer is not self.clients.shared_producer:
                 await producer.stop()
             raise
-        output = TaskOutput(
-            self.name, self.settings.dead_letters, self.metrics, dict(self.clients.topic_counts)
-        )
-        self.tasks[partition] = Task(
-            pipeline=self.pipeline,
-            partition=partition,
-            store=store,
-            producer=producer,
-            exactly_once=self.settings.exactly_once,
-            changelog_topic=self.clients.changelog,
-            output=output,
-            offsets=offsets,
-            restarts=self.restarts,
-        )
-        for tp, offset in offsets.items():
-            self.clients.consumer.seek(tp, offset)
-        if self.clients.broadcast is not None:
-            logic = cast(BroadcastLogic, self.tasks[partition].logic)
-            await self.clients.broadcast.rewind(logic.broadcast_offsets)
+        await self._start(partition, store, producer, offsets)
         self.restoring.discard(partition)
         self.metrics.restoring_partitions.labels(self.name).set(len(self.restoring))
         self.on_change()
@@ -120,6 +109,120 @@ class Partitions:
             applied,
             {tp.topic: o for tp, o in offsets.items()},
         )
+
+    async def _start(
+        self,
+        partition: int,
+        store: PartitionStore,
+        producer: AIOKafkaProducer,
+        offsets: dict[TopicPartition, int],
+        *,
+        first: bool = True,
+    ) -> None:
+        """A task over the committed ``store``, the consumer at ``offsets``.
+
+        Args:
+            first: the partition was just opened (not :meth:`rewind`): say what its
+                note of the record in flight shows.
+        """
+        output = TaskOutput(
+            self.name, self.settings.dead_letters, self.metrics, dict(self.clients.topic_counts)
+        )
+        inflight = self._inflight.get(partition)
+        if inflight is None:
+            path = self.stores.root / f"{partition}.inflight"
+            inflight = self._inflight[partition] = InFlight(path)
+        careful = self._careful.get(partition)
+        if careful is not None and all(offsets.get(tp, 0) >= o for tp, o in careful.items()):
+            del self._careful[partition]  # committed past it since
+            careful = None
+        self.tasks[partition] = Task(
+            pipeline=self.pipeline,
+            partition=partition,
+            store=store,
+            producer=producer,
+            exactly_once=self.settings.exactly_once,
+            changelog_topic=self.clients.changelog,
+            output=output,
+            offsets=offsets,
+            restarts=self.restarts,
+            inflight=inflight,
+            suspect=self._suspect(partition, inflight, offsets, announce=first),
+            careful_until=careful,
+        )
+        for tp, offset in offsets.items():
+            self.clients.consumer.seek(tp, offset)
+        if self.clients.broadcast is not None:
+            logic = cast(BroadcastLogic, self.tasks[partition].logic)
+            await self.clients.broadcast.rewind(logic.broadcast_offsets)
+
+    async def rewind(self, task: Task) -> None:
+        """Start ``task`` again from its last commit, in place: abort its open
+        transaction, and a new task over the committed store with the same producer.
+
+        Far cheaper than :meth:`reopen` (no new producer, no changelog read, no
+        offsets asked): for a failure of the records, not of Kafka. The store is at
+        the last commit already (this task is its only writer), the committed
+        offsets are the task's own. If Kafka fails the abort, it reopens.
+        """
+        partition = task.partition
+        try:
+            await task.abort()
+        except ProducerFenced:
+            await self.fenced(task)
+            return
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.warning("%s[%d]: abort failed (%r); reopening", self.name, partition, exc)
+            task.discard()
+            await self.reopen(partition)
+            return
+        task.discard()
+        self.markers.drop(partition)
+        offsets = dict(task.committed_offsets)
+        await self._start(partition, task.store, task.producer, offsets, first=False)
+
+    def _suspect(
+        self,
+        partition: int,
+        inflight: InFlight,
+        offsets: dict[TopicPartition, int],
+        *,
+        announce: bool = True,
+    ) -> tuple[TopicPartition, int] | None:
+        """The record the process died on, if it is still to be processed; poison
+        (dead-lettered unprocessed) if it died on it twice in a row."""
+        found = inflight.recover()
+        if found is None:
+            return None
+        sources = self.pipeline.sources
+        known = 0 <= found.source < len(sources)
+        tp = TopicPartition(sources[found.source], partition) if known else None
+        if tp is None or offsets.get(tp, 0) > found.offset:
+            inflight.forget()  # committed since, or not one of ours any more
+            return None
+        if announce:
+            self._log_suspect(tp, found)
+        if found.poison:
+            self.restarts.died_twice((tp.topic, partition, found.offset))
+        return tp, found.offset
+
+    def _log_suspect(self, tp: TopicPartition, found: Suspect) -> None:
+        where = f"{tp.topic}[{tp.partition}] offset {found.offset}"
+        if found.poison:
+            log.error(
+                "%s: the process died %d times in a row while processing %s: it goes to "
+                "the dead-letter topic unprocessed",
+                self.name,
+                found.deaths,
+                where,
+            )
+        else:
+            log.warning(
+                "%s: the process died while processing %s; should it die on it again, "
+                "the record is dead-lettered",
+                self.name,
+                where,
+            )
 
     async def open_or_retry(self, partition: int) -> None:
         """Open a partition; if Kafka is unreachable, pause it and retry later.
@@ -183,6 +286,16 @@ class Partitions:
         delay_s = self.restarts.on_failure(failure)
         reason = type(failure.cause).__name__
         self.metrics.restarts.labels(self.name, reason).inc()
+        if failure.deterministic:  # bad input, not a bug: one line, no traceback
+            log.warning(
+                "%s[%d]: record %s: %s; it goes to the dead-letter topic",
+                self.name,
+                task.partition,
+                failure.record,
+                failure.cause,
+            )
+            await self.rewind(task)  # its record is poison now: no delay, no reopen
+            return
         log.warning(
             "%s[%d]: %s; restarting the partition from its last commit in %.1f s",
             self.name,
@@ -191,6 +304,42 @@ class Partitions:
             delay_s,
             exc_info=failure.cause,
         )
+        await self._restart(task, delay_s)
+
+    async def replay_carefully(self, task: Task, failure: ReplayCarefully) -> None:
+        """Something the task must write cannot be encoded: start it again from its
+        last commit, at once (:meth:`rewind`), to replay carefully (restarts.py,
+        :class:`ReplayCarefully`).
+
+        A careful replay that fails so has met a value no record made (processing
+        time's timers, a broadcast): the partition is retried after
+        ``EDDY_RESTART_DELAY_MS``, as for any failure that is nobody's record.
+        """
+        partition = task.partition
+        if task.careful:
+            log.error(
+                "%s[%d]: %s, and no record of the replay made it; retrying in %d ms",
+                self.name,
+                partition,
+                failure.reason,
+                self.settings.restart_delay_ms,
+            )
+            self.metrics.restarts.labels(self.name, "unwritable").inc()
+            await self._restart(task, self.settings.restart_delay_ms / 1000)
+            return
+        until = dict(task.next_offsets)
+        for tp, offset in failure.until.items():
+            until[tp] = max(until.get(tp, 0), offset)
+        self._careful[partition] = until
+        log.warning(
+            "%s[%d]: %s; replaying from the last commit to find what caused it",
+            self.name,
+            partition,
+            failure.reason,
+        )
+        await self.rewind(task)
+
+    async def _restart(self, task: Task, delay_s: float) -> None:
         task.discard()
         await self.close([task.partition])
         self.restoring.add(task.partition)
@@ -216,6 +365,9 @@ class Partitions:
             self.on_change()  # not served any more, before anything else happens to them
         for partition in partitions:
             self.markers.drop(partition)
+            inflight = self._inflight.pop(partition, None)
+            if inflight is not None:
+                inflight.close()
         for partition, task in closed.items():
             task.discard()
             if task.producer is not self.clients.shared_producer:

@@ -10,6 +10,13 @@ it goes to the dead-letter topic with the error instead of looping forever.
 * ``failure_rate``: the same, but more than ``restart_max_failures`` failures
   within ``restart_interval_ms`` stop the worker;
 * ``none``: the first failure stops the worker.
+
+Two failures are the record's own, the same on every replay, and need no second
+attempt: a record whose state change cannot be encoded (found by the careful
+replay of :mod:`service.runtime.task`) is poison at once, and a record that was
+in flight when the process died twice in a row (:mod:`service.runtime.inflight`)
+is poison when the partition opens. Neither counts against the strategy: they
+are bad input, dead-lettered as a malformed record is.
 """
 
 from __future__ import annotations
@@ -17,12 +24,18 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from service.errors import EddyError
 from service.pipeline.source import user_frame
 from service.settings import RestartStrategy, Settings
+from tables.store import UnwritableStateError
 
 RecordId = tuple[str, int, int]  # topic, partition, offset
+DIED_TWICE = (
+    "the process died twice while processing this record (killed by a signal or exited: "
+    "a crash in native code, or out of memory?); it was not processed"
+)
 
 
 class RecordFailedError(Exception):
@@ -32,6 +45,31 @@ class RecordFailedError(Exception):
         super().__init__(f"record {record} failed: {cause!r}")
         self.record = record
         self.cause = cause
+
+    @property
+    def deterministic(self) -> bool:
+        """It fails the same way on every replay: no point in trying it again."""
+        return isinstance(self.cause, UnwritableStateError)
+
+
+class ReplayCarefully(Exception):
+    """What a task must write cannot be encoded: a state entry at the checkpoint, or an
+    output. The task is discarded and replays its records from the last commit
+    carefully: each record's state changes are encoded after it (so the record that
+    made one unwritable is found, and dead-lettered at once), and an output that
+    cannot be encoded is dead-lettered. Outside the careful replay an unwritable
+    output asks for one too, so which record is dead-lettered never depends on where
+    the checkpoints fell.
+
+    Attributes:
+        until: the careful replay lasts until these offsets are committed (at least
+            the record being processed, if one was).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.until: dict[Any, int] = {}
 
 
 class RestartsExhaustedError(EddyError):
@@ -68,6 +106,11 @@ class RestartPolicy:
         Raises:
             RestartsExhaustedError: the strategy allows no more restarts.
         """
+        if failure.deterministic:
+            self.poisoned[failure.record] = (
+                f"the state it changed cannot be written: {failure.cause}"
+            )
+            return 0.0
         attempts = self._attempts.get(failure.record, 0) + 1
         self._attempts[failure.record] = attempts
         if attempts >= self.max_record_attempts:
@@ -92,6 +135,10 @@ class RestartPolicy:
                 f"{self.interval_ms} ms is above EDDY_RESTART_MAX_FAILURES={self.max_failures}"
             )
         return self.delay_ms / 1000
+
+    def died_twice(self, record: RecordId) -> None:
+        """The process died twice with ``record`` in flight: dead-letter it unprocessed."""
+        self.poisoned[record] = DIED_TWICE
 
     def dead_lettered(self, record: RecordId) -> None:
         """The poison record is out of the way; forget it."""

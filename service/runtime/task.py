@@ -29,12 +29,15 @@ from service.pipeline.base import (
     BoundedFiring,
     BroadcastLogic,
     InputRecord,
+    Output,
     PartitionLogic,
     Pipeline,
 )
+from service.pipeline.source import prefetch_schemas
+from service.runtime.inflight import IN_FLIGHT, NONE, SOURCE, InFlight, WhileRunning
 from service.runtime.output import Pending, TaskOutput
-from service.runtime.restarts import RecordFailedError, RestartPolicy
-from tables.store import PartitionStore
+from service.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
+from tables.store import ENCODE_ERRORS, PartitionStore, WatchedTransaction, shortened
 
 
 class ExternalIOError(OSError):
@@ -58,7 +61,18 @@ class Task:
         output: TaskOutput,
         offsets: dict[TopicPartition, int],
         restarts: RestartPolicy | None = None,
+        inflight: InFlight | None = None,
+        suspect: tuple[TopicPartition, int] | None = None,
+        careful_until: dict[TopicPartition, int] | None = None,
     ) -> None:
+        """
+        Args:
+            inflight: where the record in flight is noted (service/runtime/inflight.py).
+            suspect: a record that was in flight when the process died, not
+                committed yet: forgotten once a checkpoint commits past it.
+            careful_until: replay carefully (:class:`ReplayCarefully`) until these
+                offsets commit.
+        """
         self.pipeline = pipeline
         self.partition = partition
         self.store = store
@@ -67,7 +81,14 @@ class Task:
         self.changelog_topic = changelog_topic
         self.output = output
         self.restarts = restarts
-        self.txn = store.begin()
+        self.careful = careful_until is not None
+        self._careful_until = careful_until or {}
+        self.txn = store.begin(watched=self.careful)
+        output.careful = self.careful
+        self._inflight = inflight if inflight is not None else InFlight(None)
+        self._note = self._inflight.words
+        self._suspect = suspect
+        self._source_of = {topic: n for n, topic in enumerate(pipeline.sources)}
         self.logic: PartitionLogic = pipeline.create_logic(partition, store, self.txn)
         self._async = cast(AsyncLogic, self.logic) if hasattr(self.logic, "flush") else None
         self._firing = self.logic if isinstance(self.logic, BoundedFiring) else None
@@ -95,6 +116,8 @@ class Task:
         transaction never spans a whole fetch of slow (async) records, which could
         outlast the transaction timeout. ``next_offsets[tp]`` says where it stopped.
         """
+        # The batch's unknown schema ids, fetched off the event loop before decoding.
+        await prefetch_schemas(self.pipeline, tp.topic, records)
         expected = self.next_offsets.get(tp, 0)
         await self._ensure_transaction()
         processed = 0
@@ -103,30 +126,57 @@ class Task:
         poisoned = self.restarts.poisoned if self.restarts is not None else {}
         process, output, monotonic = self.logic.process, self.output, time.monotonic
         firing = self._firing
-        for record in records:
-            offset = record.offset
-            if offset < expected:
-                continue  # already reflected in state (a re-fetch after a seek)
-            if processed and deadline_s is not None and monotonic() >= deadline_s:
-                break
-            if not (poisoned and self._skip_poisoned(record)):
-                try:
-                    if self._async is None:
-                        process(record, output)
-                    else:
-                        await self._async.process_async(record, output)
-                except Exception as exc:
-                    # The engine aborts this task and replays from the last commit.
-                    raise RecordFailedError((record.topic, record.partition, offset), exc) from exc
-            processed += 1
-            last_offset = offset
-            if firing is not None and firing.firing_due:
-                break  # a checkpoint's worth of windows closed: see fire_due
+        process_async = None if self._async is None else self._async.process_async
+        if self.careful:  # each record's state changes are checked as it goes
+            process = self._checked
+            process_async = None if process_async is None else self._checked_async
+        # The record in flight, noted where a death leaves it (inflight.py): one
+        # store per record, into the page cache.
+        note = self._note
+        note[SOURCE] = self._source_of.get(tp.topic, NONE)
+        try:
+            for record in records:
+                offset = record.offset
+                if offset < expected:
+                    continue  # already reflected in state (a re-fetch after a seek)
+                if processed and deadline_s is not None and monotonic() >= deadline_s:
+                    break
+                note[IN_FLIGHT] = offset
+                if not (poisoned and self._skip_poisoned(record)):
+                    try:
+                        if process_async is None:
+                            process(record, output)
+                        else:  # noted only while it runs, not while it waits
+                            await WhileRunning(process_async(record, output), note, offset)
+                    except ReplayCarefully as failure:
+                        failure.until[tp] = offset + 1  # at least this record, carefully
+                        raise
+                    except Exception as exc:
+                        # The engine aborts this task and replays from the last commit.
+                        record_id = (record.topic, record.partition, offset)
+                        raise RecordFailedError(record_id, exc) from exc
+                processed += 1
+                last_offset = offset
+                if firing is not None and firing.firing_due:
+                    break  # a checkpoint's worth of windows closed: see fire_due
+        finally:
+            note[IN_FLIGHT] = NONE
         if last_offset is not None:
             self.next_offsets[tp] = last_offset + 1
         self.records_in += processed
         await self._send(self.output.take())
         return processed
+
+    def _checked(self, record: InputRecord, out: Output) -> None:
+        """The careful replay's ``process``: the state entries the record changed must
+        encode (else the record fails, and is dead-lettered at once: restarts.py)."""
+        self.logic.process(record, out)
+        cast(WatchedTransaction, self.txn).check()
+
+    async def _checked_async(self, record: InputRecord, out: Output) -> None:
+        assert self._async is not None
+        await self._async.process_async(record, out)
+        cast(WatchedTransaction, self.txn).check()
 
     def _skip_poisoned(self, record: InputRecord) -> bool:
         """Dead-letter ``record`` if the restart policy gave up on it; True if so."""
@@ -168,6 +218,8 @@ class Task:
         await self._ensure_transaction()
         try:
             self._firing.fire_due(self.output)
+        except ReplayCarefully:
+            raise
         except Exception as exc:
             last = None if tp is None else self.next_offsets.get(tp)
             if tp is None or not last:
@@ -193,7 +245,7 @@ class Task:
         if self._async is not None:
             try:
                 await self._async.flush(self.output)
-            except (TimeoutError, KafkaError, OSError):
+            except (TimeoutError, KafkaError, OSError, ReplayCarefully):
                 raise
             except Exception as exc:
                 # A database or service error: the engine reopens the task from its
@@ -204,7 +256,13 @@ class Task:
         if pending:
             await self._ensure_transaction()
             await self._send(pending)
-        records = self.txn.changelog_records()
+        try:
+            records = self.txn.changelog_records()
+        except ENCODE_ERRORS as exc:
+            # State is encoded here, once per checkpoint, not per change: which
+            # record made this value is not known. The careful replay finds it.
+            reason = f"the checkpoint's state cannot be written ({shortened(str(exc))})"
+            raise ReplayCarefully(reason) from None
         self._raise_if_failed()
         await self._ensure_transaction()
         changelog = await self._send_changelog(records)
@@ -232,6 +290,30 @@ class Task:
         self._prepared = []
         self._changelog_offset = None
         self.committed_offsets = dict(self.next_offsets)
+        if self.careful and all(
+            self.committed_offsets.get(tp, 0) >= offset
+            for tp, offset in self._careful_until.items()
+        ):
+            self._end_careful()
+        if self._suspect is not None:
+            tp, offset = self._suspect
+            if self.committed_offsets.get(tp, 0) > offset:
+                self._inflight.forget()  # it went through (or was dead-lettered)
+                self._suspect = None
+
+    def _end_careful(self) -> None:
+        """The careful replay committed past where the failure was: back to normal."""
+        self.careful = False
+        self.output.careful = False
+        cast(WatchedTransaction, self.txn).watching = False
+
+    async def abort(self) -> None:
+        """Abort the open transaction (exactly-once), so that this producer can
+        start the next one: a task started again in place (Partitions.rewind)."""
+        if self._in_transaction:
+            self._raise_if_failed()
+            await asyncio.wait_for(self.producer.abort_transaction(), self.send_timeout_s)
+            self._in_transaction = False
 
     def discard(self) -> None:
         """Forget everything uncommitted (the caller reopens the task from Kafka)."""

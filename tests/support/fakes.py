@@ -39,6 +39,16 @@ class CollectingOutput:
     def dead_letter(self, record: Any, reason: str) -> None:
         self.dead.append(reason)
 
+    def dead_letter_output(
+        self,
+        topic: str | None,
+        key: str | None,
+        value: Any,
+        reason: str,
+        window: tuple[int, int] | None = None,
+    ) -> None:
+        self.dead.append(reason)
+
     def count(self, event: str, n: int = 1) -> None:
         self.events[event] = self.events.get(event, 0) + n
 

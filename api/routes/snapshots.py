@@ -4,7 +4,9 @@ list them, show one, dispose of one; stop the app; follow an operation.
 Taking one, and stopping, are long operations (every worker cuts its partitions
 at a commit boundary and writes Parquet): the request answers 202 at once, with
 ``Location: /operations/{id}`` to poll, as Flink answers a savepoint trigger.
-Listing, showing and disposing read the root every worker can reach.
+Listing, showing and disposing read the root every worker can reach. A broken
+one (a manifest that cannot be used, or one leading outside the root) is listed
+apart with the reason, and showing or disposing of it is a 409.
 The workers use the routes under ``/internal`` among themselves; they are not
 part of the API.
 """
@@ -14,13 +16,19 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from fastapi import APIRouter, Body, Path, Query, Request, Response
+from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from api.errors import PROBLEM_RESPONSES, BadRequestError
 from service.app.queries import UnknownKeyError
+from service.app.web import Problem
 from service.snapshot import catalog
-from service.snapshot.layout import ID_PATTERN, SnapshotNotFoundError, check_id
+from service.snapshot.layout import (
+    ID_PATTERN,
+    BrokenSnapshotError,
+    SnapshotNotFoundError,
+    check_id,
+)
 
 router = APIRouter()
 internal = APIRouter(prefix="/internal", include_in_schema=False)
@@ -31,6 +39,11 @@ Id = Annotated[
     AfterValidator(check_id),
 ]
 Kind = Literal["snapshot", "savepoint"]
+BROKEN = {
+    "model": Problem,
+    "description": "Its manifest is broken (unreadable, not what Eddy writes, or naming "
+    "something outside its folder): it is neither shown nor deleted",
+}
 
 
 @runtime_checkable
@@ -110,8 +123,18 @@ class Summary(BaseModel):
     stages: dict[str, StageSummary]
 
 
+class BrokenCut(BaseModel):
+    id: str
+    location: str
+    reason: str = Field(description="Why it cannot be used.")
+
+
 class Listing(BaseModel):
     items: list[Summary] = Field(description="Oldest first.")
+    broken: list[BrokenCut] = Field(
+        description="Those of this page's ids whose manifest cannot be used, oldest first: "
+        "never shown, restored or disposed of."
+    )
     next_after: str | None = Field(description="Pass as after= for the next page.")
 
 
@@ -173,7 +196,15 @@ def _kind_routes(kind: Kind, doc: str) -> None:
         found = await asyncio.to_thread(catalog.listing, settings, kind)
         found = [s for s in found if after is None or s["id"] > after]
         page = found[:limit]
-        return {"items": page, "next_after": page[-1]["id"] if len(found) > limit else None}
+        return {
+            "items": [s for s in page if s["broken"] is None],
+            "broken": [
+                {"id": s["id"], "location": s["location"], "reason": s["broken"]}
+                for s in page
+                if s["broken"] is not None
+            ],
+            "next_after": page[-1]["id"] if len(found) > limit else None,
+        }
 
     listing.__doc__ = f"The app's complete {kind}s, oldest first, in pages."
     router.add_api_route(
@@ -189,12 +220,14 @@ def _kind_routes(kind: Kind, doc: str) -> None:
             )
         except SnapshotNotFoundError as exc:
             raise UnknownKeyError(str(exc)) from None
+        except BrokenSnapshotError as exc:
+            raise HTTPException(409, str(exc)) from None
         return catalog.summary(root, manifest)
 
     show.__doc__ = f"One {kind}: per stage its partitions, tables, offsets and watermarks."
     router.add_api_route(
         f"/{kind}s/{{found_id}}", show, methods=["GET"], response_model=Summary, tags=tags,
-        name=f"show_{kind}", responses={404: PROBLEM_RESPONSES[404]},
+        name=f"show_{kind}", responses={404: PROBLEM_RESPONSES[404], 409: BROKEN},
     )  # fmt: skip
 
     async def dispose(request: Request, found_id: Id) -> dict[str, Any]:
@@ -203,12 +236,14 @@ def _kind_routes(kind: Kind, doc: str) -> None:
             location = await asyncio.to_thread(catalog.dispose, settings, kind, found_id)
         except SnapshotNotFoundError as exc:
             raise UnknownKeyError(str(exc)) from None
+        except BrokenSnapshotError as exc:
+            raise HTTPException(409, str(exc)) from None
         return {"id": found_id, "location": location}
 
     dispose.__doc__ = f"Delete one of the app's {kind}s."
     router.add_api_route(
         f"/{kind}s/{{found_id}}", dispose, methods=["DELETE"], response_model=Disposed,
-        tags=tags, name=f"dispose_{kind}", responses={404: PROBLEM_RESPONSES[404]},
+        tags=tags, name=f"dispose_{kind}", responses={404: PROBLEM_RESPONSES[404], 409: BROKEN},
     )  # fmt: skip
 
     async def part(request: Request, found_id: Id) -> dict[str, Any]:

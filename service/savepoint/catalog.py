@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from service.errors import ConfigError
+from service.redact import redact
 from service.settings import Settings
 from service.snapshot import catalog
 from service.snapshot.layout import SnapshotRoot
+from service.snapshot.manifest import SnapshotId, reason
 
 
 def open_root(settings: Settings) -> SnapshotRoot:
@@ -26,6 +30,16 @@ def locate(settings: Settings, reference: str) -> tuple[SnapshotRoot, dict[str, 
 # --from-savepoint refuses to run, since what it processed would be processed again
 # by a later resume (a Kubernetes pod restarts its exited container by itself).
 STOPPED = "_stopped.json"
+
+
+class StoppedMarker(BaseModel):
+    """What ``_stopped.json`` holds. Its savepoint id is shown as the command to run,
+    so it is checked to be an id like any other."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    savepoint_id: SnapshotId
+    stopped_ms: int
 
 
 def _stopped(settings: Settings) -> tuple[SnapshotRoot, str]:
@@ -44,15 +58,27 @@ def check_not_stopped(settings: Settings) -> None:
     try:
         if not root.exists(path):
             return
-        marker = root.read_json(path)
+        root.confine(path)
+        with root.fs.open_input_stream(path) as stream:
+            data = stream.read(64 * 1024)
     except OSError as exc:
         raise ConfigError(
-            f"cannot read the savepoint root {root.uri} ({exc}): check EDDY_SAVEPOINT_ROOT "
-            "and its credentials"
+            f"cannot read the savepoint root {root.shown} ({redact(str(exc))}): check "
+            "EDDY_SAVEPOINT_ROOT and its credentials"
+        ) from None
+    try:
+        marker = StoppedMarker.model_validate_json(data)
+    except ValidationError as exc:
+        # Still stopped: whoever wrote it meant the app to stay stopped. The marker
+        # just cannot say from which savepoint to resume.
+        raise ConfigError(
+            f"app {settings.app_id} was stopped with a savepoint, but {root.url_of(path)} is "
+            f"broken ({reason(exc)}): start it with --from-savepoint ID (`eddy savepoint "
+            "list` shows them), or delete that file to go on from its last commits"
         ) from None
     raise ConfigError(
-        f"app {settings.app_id} was stopped with savepoint {marker['savepoint_id']}: start it "
-        f"with --from-savepoint {marker['savepoint_id']} (it resumes exactly there), or delete "
+        f"app {settings.app_id} was stopped with savepoint {marker.savepoint_id}: start it "
+        f"with --from-savepoint {marker.savepoint_id} (it resumes exactly there), or delete "
         f"{root.url_of(path)} to go on from its last commits"
     )
 
@@ -60,4 +86,4 @@ def check_not_stopped(settings: Settings) -> None:
 def clear_stopped(settings: Settings) -> None:
     root, path = _stopped(settings)
     if root.exists(path):
-        root.fs.delete_file(path)
+        root.fs.delete_file(root.confine(path))

@@ -34,6 +34,7 @@ from aiokafka.admin import NewPartitions
 from service.errors import EddyError
 from service.kafka_clients import connection_kwargs
 from service.pipeline.base import Pipeline
+from service.redact import redact
 from service.runtime.restore import changelog_reader, read_to_end
 from service.savepoint import catalog
 from service.savepoint.plan import (
@@ -46,7 +47,7 @@ from service.savepoint.plan import (
     target_partitions,
 )
 from service.settings import Settings
-from service.snapshot.layout import SnapshotRoot
+from service.snapshot.layout import BrokenSnapshotError, SnapshotRoot
 from service.topics import COMPACTED, TopicSpec, admin_client, changelog_topic, ensure_topics
 from service.topics import partition_counts as topic_partition_counts
 from tables.export import raw_value
@@ -99,10 +100,12 @@ async def restore(
 
     Raises:
         SavepointIncompatibleError: the savepoint does not fit the code or topics.
+        BrokenSnapshotError: a file it lists is missing, outside its root or broken.
         ActiveWorkersError: a pipeline's consumer group has members.
     """
     declared = {p.name: p.state_schemas for p in pipelines}
     plan = plan_restore(manifest, declared, allow_non_restored_state=allow_non_restored_state)
+    await _check_files(root, manifest, plan)
     by_name = {p.name: p for p in pipelines}
     report = RestoreReport(str(manifest["snapshot_id"]), dropped=plan.dropped)
     for name, pipeline_plan in plan.pipelines.items():
@@ -188,23 +191,62 @@ def _read_state(
             if table_plan is None:
                 continue  # dropped (--allow-non-restored-state)
             prefix = bytes([len(table.encode())]) + table.encode()
-            # pyarrow is loaded with the savepoint's root (layout.py), not with Eddy.
-            import pyarrow.parquet as pq
-
             for file in info["files"]:
-                rows = pq.read_table(
-                    f"{base}/{file}", filesystem=root.fs, columns=["key", "value", "raw_key"]
-                ).to_pylist()
-                for row in rows:
-                    value = migrate_value(table_plan, raw_value(table, row["value"]))
+                for key, raw_key, value in _saved_rows(root, f"{base}/{file}", table):
+                    value = migrate_value(table_plan, value)
                     done.migrated += table_plan.migrates
                     targets = target_partitions(
-                        table, row["key"], part["partition"], plan.saved_partitions, count
+                        table, key, part["partition"], plan.saved_partitions, count
                     )
                     for target in targets:
-                        state[target][prefix + row["raw_key"]] = value
+                        state[target][prefix + raw_key] = value
                         done.rows += 1
     return state
+
+
+def _saved_rows(root: SnapshotRoot, path: str, table: str) -> list[tuple[str, bytes, bytes]]:
+    """``(key, raw key, stored value)`` of every row of one saved file.
+
+    Raises:
+        BrokenSnapshotError: the file is missing, outside the root, or not what the
+            export writes; the restore stops there, naming the file.
+    """
+    # pyarrow is loaded with the savepoint's root (layout.py), not with Eddy.
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(
+            root.confine(path), filesystem=root.fs, columns=["key", "value", "raw_key"]
+        ).to_pylist()
+        saved = [(row["key"], row["raw_key"], raw_value(table, row["value"])) for row in rows]
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # ArrowInvalid: a ValueError
+        raise BrokenSnapshotError(
+            f"savepoint file {root.url_of(path)} cannot be restored ({redact(str(exc))}); "
+            "nothing of this pipeline was written: resume from another savepoint"
+        ) from None
+    for key, raw_key, _ in saved:
+        if not isinstance(key, str) or not isinstance(raw_key, bytes):
+            raise BrokenSnapshotError(
+                f"savepoint file {root.url_of(path)} has a row without its key; nothing of "
+                "this pipeline was written: resume from another savepoint"
+            )
+    return saved
+
+
+async def _check_files(root: SnapshotRoot, manifest: Mapping[str, Any], plan: RestorePlan) -> None:
+    """Every file the restore will read is under the root and there, before
+    anything is written: a savepoint with one missing is refused whole."""
+    import pyarrow.fs as pafs
+
+    for name, pipeline_plan in plan.pipelines.items():
+        for table in pipeline_plan.tables:
+            for path in root.files(dict(manifest), name, table):
+                info = await asyncio.to_thread(root.fs.get_file_info, path)
+                if info.type != pafs.FileType.File:
+                    raise BrokenSnapshotError(
+                        f"savepoint {manifest['snapshot_id']} lists {root.url_of(path)}, which "
+                        "is not there; nothing was written: resume from another savepoint"
+                    )
 
 
 def _offsets(

@@ -53,9 +53,12 @@ def report_taken(kind: str, taken: dict[str, Any]) -> int:
 def describe_listing(kind: str, settings: Settings, found: list[dict[str, Any]]) -> str:
     if not found:
         root = catalog.open_root(settings, kind)  # type: ignore[arg-type]
-        return f"no complete {kind} of {settings.app_id} under {root.uri}"
+        return f"no complete {kind} of {settings.app_id} under {root.shown}"
     return "\n".join(
-        f"{s['id']}  {utc(s['created_ms'])}  {s['rows']:>10} rows  {s['location']}" for s in found
+        f"{s['id']}  {utc(s['created_ms'])}  BROKEN: {s['broken']}  {s['location']}"
+        if s["broken"]
+        else f"{s['id']}  {utc(s['created_ms'])}  {s['rows']:>10} rows  {s['location']}"
+        for s in found
     )
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from service.snapshot.layout import SnapshotRoot, snapshot_id_at
+from service.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
 from service.snapshot.publish import PartitionCut, Published, complete, export_partition
 from tables.store import PartitionStore
 
@@ -24,7 +24,8 @@ def snapshot_stores(
 ) -> Published:
     """Checkpoint and export ``stores`` (pipeline -> partition -> store), each
     pipeline complete with exactly the partitions given, and publish."""
-    snapshot_id = snapshot_id or snapshot_id_at(int(time.time() * 1000))
+    # Checked: it names the scratch folder deleted below.
+    snapshot_id = check_id(snapshot_id or snapshot_id_at(int(time.time() * 1000)))
     published = Published(snapshot_id)
     try:
         for pipeline, partitions in stores.items():

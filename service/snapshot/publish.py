@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.snapshot.layout import ID_PATTERN, MANIFEST, PARTS, SnapshotRoot, time_of
+from service.snapshot.layout import (
+    MANIFEST,
+    PARTS,
+    BrokenSnapshotError,
+    SnapshotRoot,
+    is_id,
+    time_of,
+)
+from service.snapshot.manifest import check_manifest, check_part, check_segment, relative_folder
 from tables.export import SCHEMA_VERSION, read_checkpoint, schema
 
 if TYPE_CHECKING:
@@ -62,6 +70,7 @@ def export_partition(
     import pyarrow.parquet as pq  # pyarrow only where snapshots are written (layout.py)
 
     base = root.snapshot_dir(app_id, snapshot_id)
+    check_segment(cut.pipeline)
     token = uuid.uuid4().hex[:12]
     tables: dict[str, dict[str, Any]] = {}
     writer: pq.ParquetWriter | None = None
@@ -72,10 +81,9 @@ def export_partition(
                 if writer is not None:
                     writer.close()
                 current = table
-                relative = (
-                    f"pipeline={cut.pipeline}/table={table}/partition={cut.partition}/"
-                    f"part-{token}.parquet"
-                )
+                # A table's name comes from the store's keys: one folder name, or refused.
+                folder = relative_folder(cut.pipeline, check_segment(table), cut.partition)
+                relative = f"{folder}/part-{token}.parquet"
                 root.fs.create_dir(f"{base}/{relative.rsplit('/', 1)[0]}", recursive=True)
                 writer = pq.ParquetWriter(
                     f"{base}/{relative}", schema(), filesystem=root.fs, compression="zstd"
@@ -101,6 +109,7 @@ def export_partition(
         "table_versions": {t: cut.table_versions.get(t, 1) for t in tables},
         "end_offsets": cut.end_offsets,
     }
+    check_part(part)  # as readers will check it: never publish what they refuse
     root.write_json(f"{base}/{PARTS}/{cut.pipeline}-{cut.partition}.json", part)
     return part
 
@@ -118,9 +127,9 @@ def complete(
     """
     base = root.snapshot_dir(app_id, snapshot_id)
     if root.exists(f"{base}/{MANIFEST}"):
-        return root.read_json(f"{base}/{MANIFEST}"), []
+        return root.read_manifest(app_id, snapshot_id), []
     parts = [
-        root.read_json(info.path)
+        _read_part(root, app_id, snapshot_id, info.path)
         for info in root.plain_files(f"{base}/{PARTS}")
         if info.base_name.endswith(".json")
     ]
@@ -147,6 +156,7 @@ def complete(
         "rows": sum(p["rows"] for p in parts),
         "parts": parts,
     }
+    check_manifest(manifest)
     root.write_json(f"{base}/{MANIFEST}", manifest)
     log.info("%s %s of %s complete: %d rows", kind, snapshot_id, app_id, manifest["rows"])
     if retain is not None:
@@ -166,9 +176,29 @@ def prune(root: SnapshotRoot, app_id: str, retain: int) -> list[str]:
     deleted = []
     for info in root.directories(root.app_dir(app_id)):
         name = info.base_name
-        if name in kept or not ID_PATTERN.match(name):
+        if name in kept or not is_id(name):
             continue
         if name in complete_ids or name < oldest_kept:
-            root.delete_dir(info.path)
+            try:
+                root.delete_dir(info.path)
+            except (OSError, BrokenSnapshotError) as exc:
+                # The next prune tries again; the snapshot that was published stays.
+                log.warning("retention: %s %s not deleted: %s", root.kind, name, exc)
+                continue
             deleted.append(name)
     return deleted
+
+
+def _read_part(root: SnapshotRoot, app_id: str, snapshot_id: str, path: str) -> dict[str, Any]:
+    """One part manifest, checked. Raises BrokenSnapshotError if it cannot be used:
+    the snapshot then cannot be completed, and says why."""
+    try:
+        root.confine(path)
+        part: dict[str, Any] = check_part(root.read_json(path))
+    except (ValueError, OSError) as exc:
+        name = path.rsplit("/", 1)[-1]
+        raise BrokenSnapshotError(
+            f"{root.kind} {snapshot_id} of {app_id}: part {PARTS}/{name} is broken ({exc}); "
+            "it cannot be completed: take another"
+        ) from None
+    return part

@@ -49,13 +49,16 @@ class Snapshotter:
         self.kind = kind
         savepoint = kind == "savepoint"
         self.root = SnapshotRoot.open(
-            settings.savepoint_root if savepoint else settings.snapshot_root
+            settings.savepoint_root if savepoint else settings.snapshot_root, kind
         )
         # Savepoints are the operator's to delete (docs/savepoints.md), never pruned.
         self._retain = None if savepoint else settings.snapshot_retain
         self._runtimes = runtimes
         self._clock = clock
         self._lock = asyncio.Lock()
+        # The app id names folders here and under the root: "." or ".." would be
+        # the state folder's parent, which discard_leftovers empties.
+        self.root.app_dir(settings.app_id)
         self._scratch = Path(settings.state_dir) / settings.app_id / f".{kind}s"
 
     async def take(self, snapshot_id: str | None = None) -> Published:
@@ -210,7 +213,7 @@ async def take_everywhere(
     every peer's, over their REST APIs; then whether that completed it."""
     snapshot_id = check_id(snapshot_id or snapshot_id_at(clock.now_ms()))
     savepoint = kind == "savepoint"
-    root = SnapshotRoot.open(settings.savepoint_root if savepoint else settings.snapshot_root)
+    root = SnapshotRoot.open(settings.savepoint_root if savepoint else settings.snapshot_root, kind)
     results = await asyncio.gather(
         local_part(snapshot_id),
         *(_ask(settings, kind, peer, snapshot_id) for peer in sorted(peers)),

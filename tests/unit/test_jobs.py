@@ -198,7 +198,17 @@ async def test_the_newest_complete_savepoint_and_snapshot_are_shown(
     app_id = jobs.settings.app_id
     snapshots = SnapshotRoot.open(str(tmp_path / "snapshots"))
     for snapshot_id, created_ms in (("20270101T000000000Z", 1), ("20270102T000000000Z", 2)):
-        manifest = {"snapshot_id": snapshot_id, "created_ms": created_ms, "app_id": app_id}
+        manifest = {
+            "snapshot_id": snapshot_id,
+            "created_ms": created_ms,
+            "app_id": app_id,
+            "schema_version": 1,
+            "completed_ms": created_ms,
+            "complete": True,
+            "pipelines": {},
+            "rows": 0,
+            "parts": [],
+        }
         snapshots.write_json(
             f"{snapshots.snapshot_dir(app_id, snapshot_id)}/_manifest.json", manifest
         )

@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors, fastpath, forward
+from api import errors, fastpath, forward, segments
 from api.auth import require_token
 from api.backend import Backend
 from api.errors import PROBLEM_RESPONSES
@@ -43,6 +43,8 @@ def create_app(
         version=__version__,
         # Every error is a JSON problem (RFC 9457): declared once, for every route.
         responses={status: PROBLEM_RESPONSES[status] for status in (422, 500)},
+        # A key holding '/' is one segment: api/segments.py.
+        dependencies=[Depends(segments.decode_path_params)],
     )
     _install(api, backend, api_token, observe, app, fast_point_queries)
     generate = api.openapi
@@ -85,6 +87,8 @@ def _install(
         points += _aliases(app, installed, user_app.aliases, guarded)
     if fast_point_queries:
         fastpath.install(app, points, backend, api_token)
+    # Outside the fast path, which matches the routed path too.
+    segments.install(app)
     # Added last, so it is outermost: the fast path's answers are timed too.
     if observe is not None:
         _time_requests(app, observe)

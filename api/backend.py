@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from service.app.plan import View
 from service.app.queries import Owner, StateValue, TablePage, WindowPage
-from service.eventtime import TimeWindow
+from service.app.scans import KeyPage, SlicePage
 
 
 class Backend(Protocol):
@@ -49,15 +49,25 @@ class Backend(Protocol):
 
     def owner(self, agent: str, key: str) -> Owner: ...
 
-    def keys(
+    async def keys(
         self, agent: str, name: str, prefix: str, after: str | None, limit: int
-    ) -> tuple[list[str], list[int]]:
-        """Keys of a view over the partitions served here, and those partitions."""
+    ) -> KeyPage:
+        """Keys of a view over the partitions served here, within the scan budget
+        (``service/app/scans.py``), and those partitions."""
         ...
 
-    def window_slice(
-        self, agent: str, window_start_ms: int | None
-    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]: ...
+    async def window_slice(
+        self,
+        agent: str,
+        window_start_ms: int | None,
+        after: str | None,
+        order_by: str | None,
+        descending: bool,
+        limit: int,
+    ) -> SlicePage:
+        """Every key's result of one window over the partitions served here, within
+        the scan budget. Raises ValueError for an ``order_by`` the results lack."""
+        ...
 
     def remote_owners(self, agent: str) -> dict[str, list[int]]:
         """Other workers' endpoints -> partitions of ``agent`` they own ('' when a

@@ -28,6 +28,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.backend import Backend
+from api.segments import decoded
 
 # The backend and a request's key and query parameters -> the JSON answer, or None
 # when FastAPI should answer instead.
@@ -81,7 +82,8 @@ class PointQueries:
                 matched = fast.route.path_regex.match(scope["path"])
                 if matched is None:
                     continue
-                body = self._answer(fast, matched.group("key"), scope["query_string"])
+                key = decoded(matched.group("key"))
+                body = self._answer(fast, key, scope["query_string"])
                 if body is not None:
                     scope["route"] = fast.route  # for the request metrics' route label
                     await _send_json(send, body)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.errors import problem
+from api.segments import forwardable
 from service.app.queries import OwnedElsewhereError, PartitionUnavailableError
+from service.redact import redact, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +37,32 @@ def install(app: FastAPI, worker_id: str) -> None:
         if request.headers.get(FORWARDED_HEADER):
             return _unavailable(request, exc, "ownership moved while forwarding")
         client = _client(app)
-        url = exc.owner_url + request.url.path
         headers = {FORWARDED_HEADER: worker_id}
         if auth := request.headers.get("authorization"):
             headers["authorization"] = auth
         try:
-            answer = await client.get(url, params=request.query_params, headers=headers)
+            answer = await client.get(same_request(exc.owner_url, request), headers=headers)
         except httpx.HTTPError as error:
             # The owner is down or restarting; the group will reassign its partitions.
-            log.info("forwarding %s to %s failed: %r", request.url.path, exc.owner_url, error)
+            log.info(
+                "forwarding %s to %s failed: %s",
+                request.url.path,
+                redact_url(exc.owner_url),
+                redact(repr(error)),
+            )
             return _unavailable(request, exc, "its owner does not answer (restarting?)")
         passed = {k: v for k, v in answer.headers.items() if k.lower() in PASSED_HEADERS}
         return Response(answer.content, status_code=answer.status_code, headers=passed)
+
+
+def same_request(owner_url: str, request: Request) -> httpx.URL:
+    """``request``'s URL at ``owner_url``: its path and query as the client sent them,
+    byte for byte (decoded and encoded again, a key such as ``100%25``, ``a%2Fb`` or
+    ``%2E%2E`` would reach the owner as another key, or another route)."""
+    raw_path = request.scope.get("raw_path") or quote(request.scope["path"]).encode()
+    query = request.scope.get("query_string", b"")
+    target = forwardable(raw_path) + (b"?" + query if query else b"")
+    return httpx.URL(owner_url).copy_with(raw_path=target)
 
 
 async def ask_owners(

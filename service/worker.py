@@ -24,13 +24,14 @@ from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.app import create_app
-from service.app import queries
+from service.app import queries, scans
 from service.app.app import App, BuiltApp
 from service.app.loader import load_app
 from service.app.plan import View
 from service.app.queries import ServedStage, StateValue, UnknownKeyError, WindowPage
+from service.app.scans import Budget, KeyPage, Scans, SlicePage
 from service.errors import ConfigError, EddyError
-from service.eventtime import MIN_WATERMARK, Clock, SystemClock, TimeWindow
+from service.eventtime import MIN_WATERMARK, Clock, SystemClock
 from service.jobs import JobsView, Scope
 from service.metrics import Metrics
 from service.operations import Operation, Operations
@@ -63,6 +64,7 @@ class AgentReads:
     stores. Subclasses say how a stage is served."""
 
     built: BuiltApp | None
+    settings: Settings
 
     def _served(self, stage: str) -> ServedStage:
         raise NotImplementedError
@@ -96,17 +98,38 @@ class AgentReads:
     def owner(self, agent: str, key: str) -> queries.Owner:
         return queries.owner_of(self._served(stage_of(self.built, agent)), key)
 
-    def keys(
+    async def keys(
         self, agent: str, name: str, prefix: str, after: str | None, limit: int
-    ) -> tuple[list[str], list[int]]:
+    ) -> KeyPage:
         view = self.view(agent, name)
-        return queries.local_keys(self._served(view.stage), view, prefix, after, limit)
+        steps = scans.keys(self._served(view.stage), view, prefix, after, limit, self._budget())
+        return await self.running_scans.run(steps)
 
-    def window_slice(
-        self, agent: str, window_start_ms: int | None
-    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
+    async def window_slice(
+        self,
+        agent: str,
+        window_start_ms: int | None,
+        after: str | None,
+        order_by: str | None,
+        descending: bool,
+        limit: int,
+    ) -> SlicePage:
         view = self.view(agent, "windows")
-        return queries.window_slice(self._served(view.stage), window_start_ms)
+        stage = self._served(view.stage)
+        steps = scans.window_slice(
+            stage, window_start_ms, after, order_by, descending, limit, self._budget()
+        )
+        return await self.running_scans.run(steps)
+
+    @functools.cached_property
+    def running_scans(self) -> Scans:
+        """The scans in progress on this worker's API (they share its event loop)."""
+        return Scans()
+
+    def _budget(self) -> Budget:
+        settings = self.settings
+        reserve_ms = self.running_scans.reserve_ms
+        return Budget(settings.api_scan_max_keys, settings.api_scan_max_ms, reserve_ms)
 
 
 class Worker(AgentReads):

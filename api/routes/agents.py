@@ -22,6 +22,8 @@ A request for a key another worker owns is forwarded there (``api/forward.py``).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,7 +41,8 @@ from api.forward import ask_owners
 from api.params import MAX_TIME_MS, FromMs, Key, Limit, ToMs, page_limit
 from api.schemas import Freshness
 from service.app.plan import View
-from service.app.queries import key_order
+from service.app.queries import UnknownKeyError
+from service.app.scans import MAX_CONTINUATION_CHARS, merge_pages, position, sort_key
 
 router = APIRouter(prefix="/agents", tags=["agents"])
 Name = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
@@ -74,11 +77,36 @@ class KeyOwner(BaseModel):
     served_here: bool
 
 
+NEXT_AFTER = (
+    "The continuation: pass it as after= to go on; null once every key was examined. "
+    "Every key up to it has been examined: the last of this page, or (when a scan's budget "
+    "ran out first) the last key examined, which need not be one that matches."
+)
+BUDGET_EXHAUSTED = (
+    "A worker's scan ran out of its budget (EDDY_API_SCAN_MAX_KEYS entries examined or "
+    "EDDY_API_SCAN_MAX_MS) before the page was complete: it may hold fewer than limit, "
+    "even none; go on from next_after."
+)
+After = Annotated[
+    str | None,
+    Query(
+        max_length=MAX_CONTINUATION_CHARS,
+        description="A continuation: the next_after of the last page",
+    ),
+]
+Scope = Annotated[
+    Literal["all", "local"], Query(description="all: every partition; local: this worker's")
+]
+
+
 class Keys(BaseModel):
     agent: str
     view: str
-    keys: list[str] = Field(description="In the order the state stores them.")
-    next_after: str | None = Field(description="Pass as after= for the next page; null at the end.")
+    keys: list[str] = Field(
+        description="In the order the state stores them (window views: shorter keys first)."
+    )
+    next_after: str | None = Field(description=NEXT_AFTER)
+    budget_exhausted: bool = Field(description=BUDGET_EXHAUSTED)
     partitions: list[int] = Field(description="Partitions this answer covers.")
 
 
@@ -112,37 +140,57 @@ async def keys(
         str, Query(max_length=64, description="'windows' or a state's name")
     ] = "windows",
     prefix: Annotated[str, Query(max_length=200, description="Only keys starting so")] = "",
-    after: Annotated[str | None, Query(max_length=200, description="The cursor")] = None,
-    limit: Annotated[int, Query(ge=1, le=10_001, description="Most keys")] = 100,
-    scope: Annotated[
-        Literal["all", "local"], Query(description="all: every partition; local: this worker's")
-    ] = "all",
+    after: After = None,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="Most keys")] = 100,
+    scope: Scope = "all",
 ) -> Keys:
     """Keys of one of the agent's views, in pages: over every partition, asking the
-    workers that own the others."""
-    # One more than asked, from each worker: whether there is a next page.
-    found, partitions = backend.keys(agent, view, prefix, after, limit + 1)
-    covered = set(partitions)
-    if scope == "all":
-        params = {"view": view, "prefix": prefix, "limit": limit + 1, "scope": "local"}
-        if after is not None:
-            params["after"] = after
-        for answer in await ask_owners(
-            request, backend.remote_owners(agent), f"/agents/{agent}/keys", params
-        ):
-            found += answer["keys"]
-            covered.update(answer["partitions"])
-    view_of = next(v for v in backend.views() if v.agent == agent and _name(v) == view)
-    found = sorted(set(found), key=key_order(view_of))
-    page = found[:limit]
-    more = len(found) > limit
+    workers that own the others. A page may hold fewer than ``limit`` keys, even
+    none, when a worker's scan budget ran out first: go on from ``next_after``."""
+    scanned = _view(backend, agent, view)
+    params: dict[str, Any] = {"view": view, "prefix": prefix, "limit": limit, "scope": "local"}
+    if after is not None:
+        params["after"] = after
+    owners = backend.remote_owners(agent) if scope == "all" else {}
+    # The others scan while this worker does: each scan has a budget of its own, so
+    # the answer takes about one budget, not one per worker.
+    page, answers = await asyncio.gather(
+        backend.keys(agent, view, prefix, after, limit),
+        ask_owners(request, owners, f"/agents/{agent}/keys", params),
+    )
+    parts = [(page.keys, page.next_after)] + [(a["keys"], a["next_after"]) for a in answers]
+    at = functools.partial(position, scanned.kind)
+    merged, next_after = merge_pages(parts, _itself, at, limit)
     return Keys(
         agent=agent,
         view=view,
-        keys=page,
-        next_after=page[-1] if more and page else None,
-        partitions=sorted(covered),
+        keys=merged,
+        next_after=next_after,
+        partitions=_covered(page.partitions, answers),
+        budget_exhausted=page.budget_exhausted or any(_exhausted(a) for a in answers),
     )
+
+
+def _view(backend: Backend, agent: str, name: str) -> View:
+    for view in backend.views():
+        if view.agent == agent and _name(view) == name:
+            return view
+    if agent not in backend.agents():
+        raise UnknownKeyError(f"agent {agent!r} does not run on this worker")
+    raise UnknownKeyError(f"agent {agent!r} serves no {name!r}")
+
+
+def _exhausted(answer: dict[str, Any]) -> bool:
+    # .get: a worker of an older version has no budget, and says nothing of it.
+    return bool(answer.get("budget_exhausted", False))
+
+
+def _itself(key: str) -> str:
+    return key
+
+
+def _covered(here: list[int], answers: list[dict[str, Any]]) -> list[int]:
+    return sorted({*here, *(p for answer in answers for p in answer["partitions"])})
 
 
 def _name(view: View) -> str:
@@ -294,6 +342,8 @@ def _slice_route(router: APIRouter, view: View, window: type[BaseModel]) -> None
         window_start_ms=(int | None, Field(description="Null when no window has a result.")),
         window_end_ms=(int | None, ...),
         results=(list[window], ...),  # type: ignore[valid-type]
+        next_after=(str | None, Field(description=NEXT_AFTER)),
+        budget_exhausted=(bool, Field(description=BUDGET_EXHAUSTED)),
         partitions=(list[int], Field(description="Partitions this answer covers.")),
     )
 
@@ -305,26 +355,57 @@ def _slice_route(router: APIRouter, view: View, window: type[BaseModel]) -> None
         ] = None,
         order_by: Annotated[str | None, Query(max_length=64, description="A result field")] = None,
         descending: bool = True,
+        after: After = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-        scope: Annotated[Literal["all", "local"], Query()] = "all",
+        scope: Scope = "all",
     ) -> Any:
-        found, rows, partitions = backend.window_slice(agent, window_start_ms)
-        covered = set(partitions)
-        if scope == "all" and found is not None:
-            params = {"window_start_ms": found.start_ms, "limit": 10_000, "scope": "local"}
-            path = f"/agents/{agent}/windows"
-            for other in await ask_owners(request, backend.remote_owners(agent), path, params):
-                rows += other["results"]
-                covered.update(other["partitions"])
-        rows = _ordered(rows, order_by, descending, view.key_field)
+        if after is not None and window_start_ms is None:
+            raise BadRequestError("after= goes on within one window: pass its window_start_ms= too")
+        owners = backend.remote_owners(agent) if scope == "all" else {}
+
+        async def others(start_ms: int | None) -> list[dict[str, Any]]:
+            if start_ms is None:
+                return []
+            params = {"window_start_ms": start_ms, "limit": limit, "scope": "local"}
+            params |= {"descending": descending} | _given(order_by=order_by, after=after)
+            return await ask_owners(request, owners, f"/agents/{agent}/windows", params)
+
+        here = backend.window_slice(agent, window_start_ms, after, order_by, descending, limit)
+        try:
+            if window_start_ms is not None:  # the others scan while this worker does
+                page, answers = await asyncio.gather(here, others(window_start_ms))
+            else:  # the others are asked for the window this worker found newest
+                page = await here
+                answers = await others(None if page.window is None else page.window.start_ms)
+        except ValueError as exc:
+            raise BadRequestError(str(exc)) from None
+        start_ms = page.window.start_ms if page.window is not None else window_start_ms
+        # .get: a worker of an older version answers the whole window, no continuation.
+        parts = [(page.rows, page.next_after)]
+        parts += [(a["results"], a.get("next_after")) for a in answers]
+        key_of = _field(view.key_field)
+        rank = None if order_by is None else _ranking(order_by, descending)
+        at = functools.partial(position, "windows")
+        rows, next_after = merge_pages(parts, key_of, at, limit, rank)
+        ends = [a["window_end_ms"] for a in answers if a["window_end_ms"] is not None]
         return {
-            "window_start_ms": None if found is None else found.start_ms,
-            "window_end_ms": None if found is None else found.end_ms,
-            "results": rows[:limit],
-            "partitions": sorted(covered),
+            "window_start_ms": start_ms if page.window is not None or ends else None,
+            "window_end_ms": page.window.end_ms
+            if page.window is not None
+            else min(ends, default=None),
+            "results": rows,
+            "next_after": next_after,
+            "budget_exhausted": page.budget_exhausted or any(_exhausted(a) for a in answers),
+            "partitions": _covered(page.partitions, answers),
         }
 
-    one_window.__doc__ = f"{agent}: every key's result of one window, over every partition."
+    one_window.__doc__ = (
+        f"{agent}: every key's result of one window, over every partition: the first "
+        "limit in key order, or the best limit by order_by. A window with more results "
+        "than a scan's budget comes in pages: go on with after=next_after (and the same "
+        "window_start_ms); with order_by, each page ranks the results it examined, and "
+        "the best of all pages' are the window's best."
+    )
     router.add_api_route(
         f"/{agent}/windows",
         one_window,
@@ -334,19 +415,19 @@ def _slice_route(router: APIRouter, view: View, window: type[BaseModel]) -> None
     )
 
 
-def _ordered(
-    rows: list[dict[str, Any]], order_by: str | None, descending: bool, key_field: str
-) -> list[dict[str, Any]]:
-    rows = sorted(rows, key=lambda r: str(r.get(key_field)))
-    if order_by is None:
-        return rows
-    if rows and order_by not in rows[0]:
-        raise BadRequestError(f"order_by: results have no field {order_by!r}")
-    return sorted(rows, key=_sort_key(order_by), reverse=descending)
+def _given(**params: Any) -> dict[str, Any]:
+    return {name: value for name, value in params.items() if value is not None}
 
 
-def _sort_key(field: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda row: (row.get(field) is not None, row.get(field))
+def _field(name: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: str(row.get(name))
+
+
+def _ranking(
+    order_by: str, descending: bool
+) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    # Stable: rows of equal value stay in key order.
+    return lambda rows: sorted(rows, key=sort_key(order_by), reverse=descending)
 
 
 def _state_route(router: APIRouter, view: View) -> None:

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 
 from service.app.plan import View
 from service.app.reads import has_results, has_windows, state_value, window_rows
-from service.eventtime import TimeWindow
-from service.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
 from tables import catalog
-from tables.codecs import decode_str, encode_str, encode_time, window_prefix
-from tables.keyed import state_table
+from tables.codecs import decode_str
 from tables.store import PartitionStore
 
 
@@ -239,101 +235,9 @@ def state(stage: ServedStage, view: View, key: str) -> StateValue:
     return StateValue(key, value, served.freshness)
 
 
-def local_keys(
-    stage: ServedStage, view: View, prefix: str, after: str | None, limit: int
-) -> tuple[list[str], list[int]]:
-    """Up to ``limit`` keys of a view starting with ``prefix`` and ordered after
-    ``after``, over the partitions this worker serves; and those partitions."""
-    found: list[str] = []
-    partitions = []
-    for served in _each_served(stage):
-        found += _keys(served.store, view, prefix, after, limit)
-        served.confirm()
-        partitions.append(served.partition)
-    found.sort(key=key_order(view))
-    return found[:limit], partitions
-
-
-def _each_served(stage: ServedStage) -> list[ServedPartition]:
+def each_served(stage: ServedStage) -> list[ServedPartition]:
+    """The partitions ``stage`` serves now, with their committed state."""
     return [s for p in stage.served() if (s := stage.serve(p)) is not None]
-
-
-def key_order(view: View) -> Callable[[str], Any]:
-    """Keys in the order their table stores them (window tables: by length first)."""
-    if view.kind == "windows":
-        return lambda key: (len(key.encode()), key)
-    return lambda key: key
-
-
-def _keys(
-    store: PartitionStore, view: View, prefix: str, after: str | None, limit: int
-) -> list[str]:
-    if view.kind == "state":
-        assert view.descriptor is not None
-        table = state_table(view.descriptor.name)
-        lower = (
-            (after.encode() + b"\x00") if after is not None and after >= prefix else prefix.encode()
-        )
-        upper = _prefix_end(prefix.encode())
-        return [k for k, _ in islice(store.scan(table, lower, upper), limit)]
-    return _window_keys(store, prefix, after, limit)
-
-
-def _window_keys(store: PartitionStore, prefix: str, after: str | None, limit: int) -> list[str]:
-    """One seek per key of the results table (keys are stored length first)."""
-    found: list[str] = []
-    lower = b"" if after is None else encode_str(after) + b"\xff" * 16
-    while len(found) < limit:
-        first = next(iter(store.scan(RESULTS, lower)), None)
-        if first is None:
-            break
-        (key, _), _ = first
-        if key.startswith(prefix):
-            found.append(key)
-        lower = encode_str(key) + b"\xff" * 16
-    return found
-
-
-def _prefix_end(prefix: bytes) -> bytes | None:
-    if not prefix:
-        return None
-    stripped = prefix.rstrip(b"\xff")
-    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
-
-
-def window_slice(
-    stage: ServedStage, window_start_ms: int | None
-) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
-    """Every key's result of one window, over the partitions served here: the
-    window starting at ``window_start_ms``, or the newest with a result."""
-    served = _each_served(stage)
-    partitions = [s.partition for s in served]
-    stores = [s.store for s in served]
-    window = _newest_window(stores) if window_start_ms is None else None
-    if window_start_ms is not None:
-        lower = encode_time(window_start_ms)
-        upper = encode_time(window_start_ms + 1)
-        for store in stores:
-            first = next(iter(store.scan(RESULTS_BY_WINDOW, lower, upper)), None)
-            if first is not None:
-                window = first[0][0]
-                break
-    if window is None:
-        for each in served:
-            each.confirm()
-        return None, [], partitions
-    prefix = window_prefix(window)
-    rows = [
-        v for store in stores for _, v in store.scan(RESULTS_BY_WINDOW, prefix, prefix + b"\xff")
-    ]
-    for each in served:
-        each.confirm()
-    return window, rows, partitions
-
-
-def _newest_window(stores: list[PartitionStore]) -> TimeWindow | None:
-    newest = [last[0][0] for s in stores if (last := s.last(RESULTS_BY_WINDOW)) is not None]
-    return max(newest) if newest else None
 
 
 def decode_key(raw: bytes) -> str:
@@ -343,7 +247,7 @@ def decode_key(raw: bytes) -> str:
 def table_names(stage: ServedStage) -> list[str]:
     """Tables with entries in any partition this worker serves."""
     names: set[str] = set()
-    for served in _each_served(stage):
+    for served in each_served(stage):
         names.update(served.store.table_names())
     return sorted(names)
 

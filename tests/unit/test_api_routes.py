@@ -24,6 +24,7 @@ from service.app.queries import (
     UnknownKeyError,
     WindowPage,
 )
+from service.app.scans import KeyPage, SlicePage
 from service.eventtime import MIN_WATERMARK, TimeWindow
 from service.settings import Settings, build
 from service.snapshot.layout import SnapshotRoot
@@ -114,24 +115,35 @@ class FakeBackend:
     def owner(self, agent: str, key: str) -> Owner:
         return Owner(3, "http://w-test:8000", True)
 
-    def keys(
+    async def keys(
         self, agent: str, name: str, prefix: str, after: str | None, limit: int
-    ) -> tuple[list[str], list[int]]:
+    ) -> KeyPage:
         found = [k for k in ("s1", "s2", "s3", "t1") if k.startswith(prefix)]
         found = [k for k in found if after is None or k > after]
-        return found[:limit], [0, 1]
+        more = len(found) > limit
+        return KeyPage(found[:limit], found[limit - 1] if more else None, [0, 1], False)
 
-    def window_slice(
-        self, agent: str, window_start_ms: int | None
-    ) -> tuple[TimeWindow | None, list[dict[str, Any]], list[int]]:
+    async def window_slice(
+        self,
+        agent: str,
+        window_start_ms: int | None,
+        after: str | None,
+        order_by: str | None,
+        descending: bool,
+        limit: int,
+    ) -> SlicePage:
         start = 120_000 if window_start_ms is None else window_start_ms
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"hashtag": "flink", "window_start_ms": start, "window_end_ms": start + 60_000,
              "count": 2, "total": 2, "timing": "first"},
             {"hashtag": "kafka", "window_start_ms": start, "window_end_ms": start + 60_000,
              "count": 9, "total": 20, "timing": "first"},
         ]  # fmt: skip
-        return TimeWindow(start, start + 60_000), rows, [0, 1]
+        if order_by is not None:
+            if order_by not in rows[0]:
+                raise ValueError(f"order_by: results have no field {order_by!r}")
+            rows.sort(key=lambda row: row[order_by], reverse=descending)
+        return SlicePage(TimeWindow(start, start + 60_000), rows[:limit], None, [0, 1], False)
 
     def remote_owners(self, agent: str) -> dict[str, list[int]]:
         return {}  # one worker owns everything
@@ -174,7 +186,7 @@ def backend() -> FakeBackend:
 
 
 def _app(backend: FakeBackend, token: str | None = None, observe: Any = None) -> Any:
-    return create_app(backend, token, observe, app=agents.app)  # type: ignore[arg-type]
+    return create_app(backend, token, observe, app=agents.app)
 
 
 async def _client(backend: FakeBackend, token: str | None = None) -> AsyncClient:

@@ -26,12 +26,17 @@ from service.eventtime.harness import ProcessHarness, WindowHarness
 from service.eventtime.process_spec import ProcessReplaySpec
 from service.eventtime.spec import ReplaySpec, field_getter
 from service.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
+from service.replay_files import (
+    DEFAULT_MAX_LINE_BYTES,
+    InputLine,
+    ReplayInputError,
+    output_file,
+    read_records,
+)
 from service.serde import EncodeError, encode_json
 
-
-class ReplayInputError(EddyError):
-    """A line of the input is not a record, a watermark or a processing time, or a
-    record the spec cannot read. The message names the line; fix it or remove it."""
+#: A spec is a page of JSON; anything larger is not one (``--spec /dev/zero``).
+MAX_SPEC_BYTES = 1024 * 1024
 
 
 class _BadRecord(Exception):
@@ -44,9 +49,14 @@ AnySpec = ReplaySpec | ProcessReplaySpec
 
 def load_spec(path: Path) -> AnySpec:
     try:
-        raw = orjson.loads(path.read_bytes())
+        with path.open("rb") as source:
+            text = source.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read spec {path}: {exc.strerror}") from None
+    if len(text) > MAX_SPEC_BYTES:
+        raise ConfigError(f"spec {path} is larger than {MAX_SPEC_BYTES} bytes: not a spec")
+    try:
+        raw = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise ConfigError(f"spec {path} is not JSON: {exc}") from None
     try:
@@ -158,32 +168,11 @@ def process_harness_for(spec: ProcessReplaySpec) -> ProcessHarness:
     )
 
 
-class _ProcessOutputs:
-    """Adapts the process harness's emissions to the replay's JSON lines."""
-
-    def __init__(self, harness: ProcessHarness) -> None:
-        self._harness = harness
-
-    def __len__(self) -> int:
-        return len(self._harness.outputs)
-
-    def __getitem__(self, index: slice) -> list[Any]:
-        return [
-            _Line({"output": e.output, "key": e.key, "value": e.value})
-            for e in self._harness.outputs[index]
-        ]
-
-
-class _Line:
-    def __init__(self, body: dict[str, Any]) -> None:
-        self._body = body
-
-    def to_json(self) -> dict[str, Any]:
-        return self._body
-
-
-def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[bytes]:
-    """Feed ``lines`` to a harness; yield each emission as a JSON line as it happens.
+def replay(spec: AnySpec, lines: Iterable[InputLine]) -> Iterator[bytes]:
+    """Feed the input's lines (:func:`~service.replay_files.read_records`) to a
+    harness; yield each emission as a JSON line as it happens. Emissions are not
+    kept once yielded, so a long input costs the memory of its state, not of its
+    output.
 
     Raises:
         ReplayInputError: a line the spec cannot read, the function failing on it, or
@@ -192,23 +181,24 @@ def replay(spec: AnySpec, lines: Iterable[bytes]) -> Iterator[bytes]:
     harness: WindowHarness | ProcessHarness
     if isinstance(spec, ProcessReplaySpec):
         harness = process_harness_for(spec)
-        outputs: Any = _ProcessOutputs(harness)
     else:
         harness = harness_for(spec)
-        outputs = harness.outputs
     users = isinstance(spec, ProcessReplaySpec)  # the function is the user's code
-    emitted = 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        item = _parse(line, number)
+    for number, value in lines:
+        item = _parse(value, number)
         with _reported(f"line {number}", users):
             _feed(harness, item, number)
-        yield from _encoded(outputs[emitted:], f"line {number}")
-        emitted = len(outputs)
+        yield from _encoded(_drained(harness), f"line {number}")
     with _reported("at the end of input", users):
         harness.end_of_input()
-    yield from _encoded(outputs[emitted:], "at the end of input")
+    yield from _encoded(_drained(harness), "at the end of input")
+
+
+def _drained(harness: WindowHarness | ProcessHarness) -> list[dict[str, Any]]:
+    """The emissions since the last line, as the JSON objects the replay writes."""
+    if isinstance(harness, ProcessHarness):
+        return [{"output": e.output, "key": e.key, "value": e.value} for e in harness.drain()]
+    return [e.to_json() for e in harness.drain()]
 
 
 @contextlib.contextmanager
@@ -217,8 +207,10 @@ def _reported(where: str, users: bool) -> Iterator[None]:
     function is the user's code: whatever it raises names the user's file and line."""
     try:
         yield
-    except EddyError:
+    except ReplayInputError:  # already names its line
         raise
+    except EddyError as exc:  # one line already; say where
+        raise ReplayInputError(f"{where}: {exc}") from None
     except _BadRecord as exc:
         raise ReplayInputError(f"{where}: {exc}") from None
     except Exception as exc:  # the user's function, or a record the window function cannot use
@@ -236,15 +228,14 @@ def _reported(where: str, users: bool) -> Iterator[None]:
         raise
 
 
-def _encoded(emissions: list[Any], where: str) -> list[bytes]:
+def _encoded(bodies: list[dict[str, Any]], where: str) -> list[bytes]:
     """The emissions of one line as JSON, every one checked before any is written.
 
     JSON has no infinity or NaN; orjson would write ``null``, passing an overflowed
     aggregate off as a missing value. The worker's serde refuses them too.
     """
     lines = []
-    for emission in emissions:
-        body = emission.to_json()
+    for body in bodies:
         try:
             lines.append(encode_json(body))
         except EncodeError as exc:
@@ -274,11 +265,7 @@ def _non_finite(value: Any) -> float | None:
     return None
 
 
-def _parse(line: bytes, number: int) -> dict[str, Any]:
-    try:
-        item = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ReplayInputError(f"line {number}: not JSON ({exc})") from None
+def _parse(item: Any, number: int) -> dict[str, Any]:
     ok = isinstance(item, dict) and (
         len(item) == 1 or (len(item) == 2 and "record" in item and "input" in item)
     )
@@ -325,18 +312,19 @@ def _feed(harness: WindowHarness | ProcessHarness, item: dict[str, Any], number:
 def run_cli(args: argparse.Namespace) -> int:
     if (args.spec is None) == (args.agent is None):
         raise ConfigError("replay: give --spec FILE, or --agent NAME (with --app)")
+    max_line_bytes = args.max_line_bytes or DEFAULT_MAX_LINE_BYTES
     _check_paths(args.input, args.output, args.spec)
     with contextlib.ExitStack() as stack:
         emissions = _emissions(args, stack)
         try:
             source = stack.enter_context(Path(args.input).open("rb"))
-            out: IO[bytes] = sys.stdout.buffer
-            if args.output:
-                out = stack.enter_context(Path(args.output).open("wb"))
         except OSError as exc:
             raise ConfigError(f"cannot read or write {exc.filename}: {exc.strerror}") from None
+        out: IO[bytes] = sys.stdout.buffer
+        if args.output:
+            out = stack.enter_context(output_file(args.output))
         count = 0
-        for emission in emissions(source):
+        for emission in emissions(read_records(source, max_line_bytes=max_line_bytes)):
             out.write(emission + b"\n")
             count += 1
     print(f"replay: {count} emissions", file=sys.stderr)
@@ -344,9 +332,9 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def _check_paths(source: str, output: str | None, spec: str | None) -> None:
-    """Opening the output empties it: before anything is opened, refuse an output
-    that is the input or the spec under any name (the same path, a symlink or a
-    hard link)."""
+    """The output replaces its target when the replay ends: before anything is
+    opened, refuse an output that is the input or the spec under any name (the same
+    path, a symlink or a hard link)."""
     if output is None:
         return
     for role, path in (("input", source), ("spec", spec)):
@@ -363,7 +351,7 @@ def _same_file(a: str, b: str) -> bool:
 
 def _emissions(
     args: argparse.Namespace, stack: contextlib.ExitStack
-) -> Callable[[Iterable[bytes]], Iterator[bytes]]:
+) -> Callable[[Iterable[InputLine]], Iterator[bytes]]:
     if args.spec is not None:
         spec = load_spec(Path(args.spec))
         return lambda lines: replay(spec, lines)

@@ -34,34 +34,34 @@ from service import testing
 from service.errors import EddyError
 from service.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
 from service.pipeline.source import failure
+from service.replay_files import InputLine, ReplayInputError
 from service.serde import EncodeError
 from service.testing import Sent, TestDriver
 
 
-class ReplayInputError(EddyError):
-    """A line of the input is not a record, a watermark or a processing time. The
-    message names the line; fix it or remove it."""
-
-
-def replay_app(driver: TestDriver, lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
-    """Feed ``lines`` to the driver's agents; yield every output record as JSON."""
+def replay_app(driver: TestDriver, lines: Iterable[InputLine]) -> Iterator[dict[str, Any]]:
+    """Feed the input's lines (:func:`~service.replay_files.read_records`) to the
+    driver's agents; yield every output record as JSON. What the driver recorded as
+    sent is forgotten once yielded: the replay of a long input holds one line's
+    output, not all of it."""
     internal = set(driver.internal_topics)
-    seen = len(driver.sent)
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        item = _parse(line, number)
+    del driver.sent[:]
+    for number, value in lines:
+        item = _parse(value, number)
         try:
             _feed(driver, item, number)
-        except EddyError:  # already one line
+        except ReplayInputError:  # already names its line
             raise
+        except EddyError as exc:  # one line already (a registry down, say): say where
+            raise ReplayInputError(f"line {number}: {exc}") from None
         except EncodeError as exc:  # JSON cannot carry a value (NaN, infinity: an overflow)
             raise ReplayInputError(
                 f"line {number}: a result or a state value cannot be written: {exc}"
             ) from None
         except Exception as exc:  # an agent's code failed on the line: say where, one line
             raise ReplayInputError(f"line {number}: {failure('an agent', exc)}") from None
-        fresh, seen = driver.sent[seen:], len(driver.sent)
+        fresh = driver.sent[:]
+        del driver.sent[:]
         yield from (_to_json(s) for s in fresh if s.topic not in internal and not s.is_marker)
 
 
@@ -89,11 +89,7 @@ def _refused_by_driver(exc: BaseException) -> bool:
     return bool(frames) and Path(frames[-1].filename) == Path(testing.__file__)
 
 
-def _parse(line: bytes, number: int) -> dict[str, Any]:
-    try:
-        item = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ReplayInputError(f"line {number}: not JSON ({exc})") from None
+def _parse(item: Any, number: int) -> dict[str, Any]:
     if isinstance(item, dict) and len(item) == 1:
         ((kind, value),) = item.items()
         if kind in ("processing_time", "watermark"):

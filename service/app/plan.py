@@ -220,13 +220,16 @@ def _window(
     compiled: Compiled,
 ) -> None:
     source = _input(b, name, head, pre, compiled, keyed=True)
-    spec = WindowSpec(
-        step.assigner,
-        aggregate=step.aggregate,
-        process=step.process,
-        trigger=step.trigger,
-        evictor=step.evictor,
-        allowed_lateness_ms=step.allowed_lateness_ms,
+    spec = _definition(
+        name,
+        lambda: WindowSpec(
+            step.assigner,
+            aggregate=step.aggregate,
+            process=step.process,
+            trigger=step.trigger,
+            evictor=step.evictor,
+            allowed_lateness_ms=step.allowed_lateness_ms,
+        ),
     )
     # Count windows (one global window per key) count elements: no clock needed.
     counted = isinstance(spec.assigner, Global)
@@ -281,6 +284,16 @@ def _process(
     compiled.views += _state_views(name, step.states)
 
 
+def _definition(name: str, build: Callable[[], WindowSpec]) -> WindowSpec:
+    """A window definition the event-time core refuses (its checks raise
+    ValueError: too many windows per record, a negative lateness), as one line
+    naming the agent rather than a traceback."""
+    try:
+        return build()
+    except ValueError as exc:
+        raise PlanError(f"agent {name}: {exc}") from None
+
+
 def _join(
     b: Builder,
     name: str,
@@ -305,9 +318,10 @@ def _join(
     revive = (_reviver(_element_type(head, pre)), _reviver(_element_type(other, other.steps)))
     key_field = _key_field(head, pre)
     if step.kind in ("window", "cogroup"):
-        assert step.assigner is not None
+        assigner = step.assigner
+        assert assigner is not None
         make = window_join if step.kind == "window" else window_cogroup
-        spec = make(step.assigner, step.function, step.allowed_lateness_ms)
+        spec = _definition(name, lambda: make(assigner, step.function, step.allowed_lateness_ms))
         retention = next((q.retention_ms for q in queryable if q.retention_ms), None)
         stage: Pipeline = WindowedAggregation(
             name,

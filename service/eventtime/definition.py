@@ -1,6 +1,7 @@
 """A window's definition: what to compute, frozen, kept apart from the operator
 that runs it, so workers, the harness and the replay CLI share one definition and
-a definition can be checked (merging trigger, lateness) before any data arrives."""
+a definition can be checked (merging trigger, lateness, windows per element)
+before any data arrives."""
 
 from __future__ import annotations
 
@@ -14,7 +15,35 @@ from service.eventtime.triggers import (
     ProcessingTimeTrigger,
     Trigger,
 )
-from service.eventtime.windows import WindowAssigner
+from service.eventtime.windows import Sliding, WindowAssigner
+
+#: The most windows one element may belong to. A sliding window puts each record in
+#: ``size / slide`` windows, each a state update and a timer: 10 to 25 us each (the
+#: replay's memory state, the test driver's RocksDB), so 1,000 already make one
+#: record cost 10 to 25 ms, a thousand times an ordinary one. Beyond that a
+#: definition is a mistake (``slide_ms=1``) or better written another way
+#: (aggregate into tumbling windows of ``slide_ms``, then combine them).
+MAX_WINDOWS_PER_ELEMENT = 1_000
+
+
+def check_windows_per_element(assigner: WindowAssigner) -> None:
+    """Refuse an assigner that puts one element in more than
+    :data:`MAX_WINDOWS_PER_ELEMENT` windows, saying what to change.
+
+    Raises:
+        ValueError: a sliding window with ``size_ms / slide_ms`` above the bound.
+    """
+    if not isinstance(assigner, Sliding):
+        return
+    count = assigner.windows_per_element
+    if count > MAX_WINDOWS_PER_ELEMENT:
+        least_slide_ms = -(-assigner.size_ms // MAX_WINDOWS_PER_ELEMENT)
+        raise ValueError(
+            f"a sliding window of size_ms={assigner.size_ms} every slide_ms="
+            f"{assigner.slide_ms} puts each record in {count} windows, more than "
+            f"{MAX_WINDOWS_PER_ELEMENT}: raise slide_ms to at least {least_slide_ms}, "
+            f"or lower size_ms to at most {assigner.slide_ms * MAX_WINDOWS_PER_ELEMENT}"
+        )
 
 
 @dataclass(frozen=True)
@@ -33,6 +62,7 @@ class WindowSpec:
             raise ValueError("allowed_lateness_ms must be >= 0")
         if self.aggregate is None and self.process is None:
             raise ValueError("a window needs an aggregate, a process function, or both")
+        check_windows_per_element(self.assigner)
         if self.assigner.is_merging and not self.effective_trigger.can_merge:
             raise ValueError(f"{type(self.effective_trigger).__name__} cannot merge windows")
 

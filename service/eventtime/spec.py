@@ -11,8 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from service.eventtime.definition import check_windows_per_element
 from service.eventtime.functions import (
     AggregateFunction,
     Avg,
@@ -100,6 +109,12 @@ class SlidingSpec(_Strict):
     @classmethod
     def _offset(cls, offset_ms: int, info: ValidationInfo) -> int:
         return _offset_within(offset_ms, info.data.get("slide_ms"), "slide_ms")
+
+    @model_validator(mode="after")
+    def _windows_per_record(self) -> SlidingSpec:
+        # The definition checks it too; here the error names the spec's field.
+        check_windows_per_element(Sliding(self.size_ms, self.slide_ms, self.offset_ms))
+        return self
 
 
 class SessionSpec(_Strict):

@@ -117,6 +117,12 @@ class Sliding:
     def is_merging(self) -> bool:
         return False
 
+    @property
+    def windows_per_element(self) -> int:
+        """The most windows one element belongs to, ``ceil(size / slide)``: what
+        each record costs in state updates and timers."""
+        return -(-self.size_ms // self.slide_ms)
+
     def assign(self, timestamp_ms: int) -> Sequence[TimeWindow]:
         last_start = timestamp_ms - (timestamp_ms - self.offset_ms) % self.slide_ms
         windows = []

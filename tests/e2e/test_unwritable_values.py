@@ -128,25 +128,28 @@ async def test_unwritable_values_are_dead_lettered_within_a_second_and_the_rest_
     assert code == 0, worker.log()[-3_000:]
     assert "was killed" not in log
     assert " failed" not in log, log[-3_000:]
+    # Dead-lettered by the running process, not after a restart (a restart waits 1 s,
+    # then starts a process and rejoins the group: several seconds more).
+    assert log.count("ingest process 0 started") == 1, log[-3_000:]
     assert len(dead.seen) == 3 if once else len(dead.seen) >= 3, dead.seen
 
-    # The reading that overflowed the sum: its own bytes, its reason, within 1 s.
+    # The reading that overflowed the sum: its own bytes, its reason, within seconds.
     [(at, headers, value), *_] = dead.of("sums")
     assert value == hot[1][1]
     assert headers["eddy.reason"].startswith("the state it changed cannot be written")
     assert "NaN or infinity (an overflow?)" in headers["eddy.reason"]
-    assert at - overflow_sent < 1.0, f"{at - overflow_sent:.2f} s"
-    # The result that could not be written: its key and window, within 1 s of the
-    # record that closed its window.
+    assert at - overflow_sent < 5.0, f"{at - overflow_sent:.2f} s"
+    # The result that could not be written: its key and window, within seconds of
+    # the record that closed its window.
     [(at, headers, value), *_] = dead.of("scaled")
     assert headers["eddy.key"] == "big"
     assert int(headers["eddy.window_start_ms"]) == BASE_MS
     assert int(headers["eddy.window_end_ms"]) == BASE_MS + MINUTE_MS
     assert headers["eddy.reason"].startswith("the result cannot be written")
-    assert at - closed_sent < 1.0, f"{at - closed_sent:.2f} s"
+    assert at - closed_sent < 5.0, f"{at - closed_sent:.2f} s"
     [(at, headers, value), *_] = dead.of("wide")
     assert (headers["eddy.key"], headers["eddy.output.topic"]) == ("a", settings.topic("wide"))
-    assert at - wide_sent < 1.0, f"{at - wide_sent:.2f} s"
+    assert at - wide_sent < 5.0, f"{at - wide_sent:.2f} s"
     print(f"\ndead letters after {max(at for at, _, _ in dead.seen) - overflow_sent:.2f} s")
 
     # Everything else exactly once; the hot minute's state stayed valid (1e308 + 5).

@@ -1,6 +1,6 @@
 # Eddy's images, from the same pins `make` installs (requirements/runtime.txt is the
 # runtime subset of requirements/lock.txt, made by `make lock`; no dev or bench extras).
-#   docker build --target worker -t eddy:<version> .          one process: python -m service worker
+#   docker build --target worker -t eddy:<version> .          one process: python -m eddy worker
 #   docker build --target spark  -t eddy-spark:<version> .    the Spark jobs, with a Java runtime
 # Pin the base by digest in CI (PYTHON_IMAGE=python:3.11.10-slim-bookworm@sha256:...).
 ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
@@ -15,6 +15,8 @@ COPY requirements/runtime.txt requirements/
 RUN grep -vE '^(-e |pyspark==|py4j==)' requirements/runtime.txt > /tmp/worker.txt \
  && uv pip install --python /opt/eddy/bin/python --no-deps -r /tmp/worker.txt
 COPY pyproject.toml README.md ./
+# src/eddy is a link to service/ (and service/ links the other folders): one package, eddy.
+COPY src/ src/
 COPY service/ service/
 COPY agents/ agents/
 COPY tables/ tables/
@@ -47,7 +49,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build-spark /opt/eddy /opt/eddy
 USER 10001
-ENTRYPOINT ["python", "-m", "spark_jobs"]
+ENTRYPOINT ["python", "-m", "eddy.spark_jobs"]
 
 # Last, so a plain `docker build .` gives the worker.
 FROM base AS worker
@@ -61,5 +63,5 @@ VOLUME ["/var/lib/eddy/state"]
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"]
-ENTRYPOINT ["python", "-m", "service"]
+ENTRYPOINT ["python", "-m", "eddy"]
 CMD ["worker"]

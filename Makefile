@@ -64,13 +64,13 @@ registry-status: venv
 	$(BIN)/python -m tools registry status
 
 topics: kafka-start ## create Eddy's topics (idempotent)
-	$(BIN)/python -m service topics create
+	$(BIN)/python -m eddy topics create
 
 run: kafka-jars postgres ## broker, topics, worker (API on :8000) and simulator; DURATION=<s> stops by itself
 	$(BIN)/python -m tools run $(if $(DURATION),--duration $(DURATION),)
 
 worker: topics ## run one worker in the foreground
-	$(BIN)/python -m service worker
+	$(BIN)/python -m eddy worker
 
 lint: venv ## ruff (lint + format check), mypy and hadolint (Dockerfile)
 	$(BIN)/ruff check .
@@ -168,7 +168,7 @@ bench-io: kafka-jars postgres ## enrichment (10 ms lookups, capacity 100) and Po
 	$(BIN)/python -m bench.pgsink
 
 analytics: venv ## every Spark job on the newest snapshot (make run takes one); prints the reports
-	$(BIN)/python -m spark_jobs $(if $(SNAPSHOT),--snapshot $(SNAPSHOT),)
+	$(BIN)/python -m eddy.spark_jobs $(if $(SNAPSHOT),--snapshot $(SNAPSHOT),)
 
 bench-snapshot: venv ## snapshot export rate and Spark job time for 1M keys: bench/results/snapshot.json
 	$(BIN)/python -m bench.snapshot

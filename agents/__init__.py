@@ -1,13 +1,13 @@
 """The reference app: Eddy's example applications (sensor windows and alerts, a
 game, hashtags, a vehicle speed check) as agents, one module each, written only
-with the public API (``from service import ...``).
+with the public API (``from eddy import ...``).
 
-``eddy worker`` runs it by default (``--app agents:app``). ``sensor_rooms``,
+``eddy worker`` runs it by default (``--app eddy.examples:app``). ``sensor_rooms``,
 ``postgres_sink`` and ``eos_checker`` need a service of their own, or are for
 the chaos harness: they run only when ``EDDY_AGENTS`` names them.
 """
 
-from agents import (
+from eddy.examples import (
     eos_checker,
     hashtags,
     postgres_sink,
@@ -20,7 +20,7 @@ from agents import (
     team_powerups,
     vehicle_speed,
 )
-from agents.app import app
+from eddy.examples.app import app
 
 __all__ = [
     "app",

@@ -1,7 +1,7 @@
-"""The reference app's :class:`~service.App`: every agent module adds itself."""
+"""The reference app's :class:`~eddy.App`: every agent module adds itself."""
 
 from __future__ import annotations
 
-from service import App
+from eddy import App
 
 app = App("eddy")

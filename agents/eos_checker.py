@@ -14,9 +14,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from agents.app import app
-from agents.settings import CheckerSettings
-from service import Context, Topic, ValueState
+from eddy import Context, Topic, ValueState
+from eddy.examples.app import app
+from eddy.examples.settings import CheckerSettings
 
 
 class CheckerRecord(BaseModel):

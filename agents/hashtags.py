@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from agents.app import app
-from agents.records import Tweet
-from agents.settings import SensorSettings
-from agents.topics import HASHTAG_COUNTS, TWEETS
-from service import BoundedOutOfOrderness, Count, Tumbling, WindowContext
+from eddy import BoundedOutOfOrderness, Count, Tumbling, WindowContext
+from eddy.examples.app import app
+from eddy.examples.records import Tweet
+from eddy.examples.settings import SensorSettings
+from eddy.examples.topics import HASHTAG_COUNTS, TWEETS
 
 WINDOW_MS = 60_000
 HASHTAG = re.compile(r"#(\w+)")

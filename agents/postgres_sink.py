@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from agents.app import app
-from agents.settings import SinkSettings
-from service import Migration, PostgresUpsert, Topic, Upsert
+from eddy import Migration, PostgresUpsert, Topic, Upsert
+from eddy.examples.app import app
+from eddy.examples.settings import SinkSettings
 
 COLUMNS = (
     "sensor_id",

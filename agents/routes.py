@@ -10,8 +10,8 @@ import contextlib
 
 from pydantic import BaseModel, Field
 
-from agents.app import app
-from service import QUERY_ERRORS, Queries, QueryError
+from eddy import QUERY_ERRORS, Queries, QueryError
+from eddy.examples.app import app
 
 ROLLING_MS = 60_000
 MAX_WINDOWS = 1_000

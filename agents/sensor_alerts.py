@@ -24,11 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agents.app import app
-from agents.records import SensorReading, ThresholdUpdate
-from agents.settings import SensorSettings
-from agents.topics import ALERTS, THRESHOLDS, readings
-from service import BoundedOutOfOrderness, BroadcastContext, Context, ListState, ValueState
+from eddy import BoundedOutOfOrderness, BroadcastContext, Context, ListState, ValueState
+from eddy.examples.app import app
+from eddy.examples.records import SensorReading, ThresholdUpdate
+from eddy.examples.settings import SensorSettings
+from eddy.examples.topics import ALERTS, THRESHOLDS, readings
 
 FREEZING_F = 32.0
 RISE_MS = 1_000

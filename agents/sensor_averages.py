@@ -8,10 +8,10 @@ result when the watermark passes its end; readings too late for it go to
 
 from __future__ import annotations
 
-from agents.app import app
-from agents.settings import SensorSettings
-from agents.topics import AVERAGES, LATE_READINGS, readings
-from service import BoundedOutOfOrderness, Stats, Tumbling
+from eddy import BoundedOutOfOrderness, Stats, Tumbling
+from eddy.examples.app import app
+from eddy.examples.settings import SensorSettings
+from eddy.examples.topics import AVERAGES, LATE_READINGS, readings
 
 
 @app.define(settings=SensorSettings)

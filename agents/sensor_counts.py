@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from agents.app import app
-from agents.settings import SensorSettings
-from agents.topics import COUNTS, COUNTS_LATE, readings
-from service import BoundedOutOfOrderness, Count, Tumbling, WindowResult
+from eddy import BoundedOutOfOrderness, Count, Tumbling, WindowResult
+from eddy.examples.app import app
+from eddy.examples.settings import SensorSettings
+from eddy.examples.topics import COUNTS, COUNTS_LATE, readings
 
 WINDOW_MS = 10_000
 ALLOWED_LATENESS_MS = 5_000

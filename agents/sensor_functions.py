@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service import BroadcastContext, Context
+from eddy import BroadcastContext, Context
 
 FREEZING_F = 32.0
 ONE_HOUR_MS = 3_600_000

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from agents.app import app
-from agents.settings import SensorSettings
-from agents.topics import MINMAX, readings
-from service import BoundedOutOfOrderness, MinMax, MinMaxResult, Tumbling, WindowContext
+from eddy import BoundedOutOfOrderness, MinMax, MinMaxResult, Tumbling, WindowContext
+from eddy.examples.app import app
+from eddy.examples.settings import SensorSettings
+from eddy.examples.topics import MINMAX, readings
 
 
 class MinMaxTemp(BaseModel):

@@ -11,11 +11,11 @@ from http import HTTPStatus
 import aiohttp
 from pydantic import BaseModel
 
-from agents.app import app
-from agents.records import SensorReading
-from agents.settings import RoomSettings
-from agents.topics import ROOMS, readings
-from service import BoundedOutOfOrderness
+from eddy import BoundedOutOfOrderness
+from eddy.examples.app import app
+from eddy.examples.records import SensorReading
+from eddy.examples.settings import RoomSettings
+from eddy.examples.topics import ROOMS, readings
 
 UNKNOWN_ROOM = "UNKNOWN ROOM"
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from service import AgentSettings
+from eddy import AgentSettings
 
 
 class SensorSettings(AgentSettings):

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from agents.app import app
-from agents.topics import GAME_EVENTS, POWERUPS
-from service import BoundedOutOfOrderness, Sum, Tumbling, WindowContext
+from eddy import BoundedOutOfOrderness, Sum, Tumbling, WindowContext
+from eddy.examples.app import app
+from eddy.examples.topics import GAME_EVENTS, POWERUPS
 
 WINDOW_MS = 60_000
 BUBBLES = 500

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agents.records import GameEvent, SensorReading, ThresholdUpdate, Tweet, VehicleSpeed
-from agents.settings import SensorSettings
-from service import Avro, Topic
+from eddy import Avro, Topic
+from eddy.examples.records import GameEvent, SensorReading, ThresholdUpdate, Tweet, VehicleSpeed
+from eddy.examples.settings import SensorSettings
 
 READINGS = Topic("sensor-readings", SensorReading, key="sensor_id", timestamp="timestamp_ms")
 # The same readings as Avro (EDDY_READINGS_FORMAT=avro): what a team's producers

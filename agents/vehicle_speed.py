@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from agents.app import app
-from agents.records import VehicleSpeed
-from agents.settings import VehicleSettings
-from agents.topics import APP_SPEED, OBD_SPEED, SPEED_CHECKS
-from service import BoundedOutOfOrderness, Tumbling, WindowContext
+from eddy import BoundedOutOfOrderness, Tumbling, WindowContext
+from eddy.examples.app import app
+from eddy.examples.records import VehicleSpeed
+from eddy.examples.settings import VehicleSettings
+from eddy.examples.topics import APP_SPEED, OBD_SPEED, SPEED_CHECKS
 
 OBD_DELAY_MS = 30_000
 APP_DELAY_MS = 180_000

@@ -10,15 +10,15 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors, fastpath, forward, segments
-from api.auth import require_token
-from api.backend import Backend
-from api.errors import PROBLEM_RESPONSES
-from api.fastpath import PointAnswer
-from api.routes import agents, dashboard, health, jobs, metrics, snapshots, tables
+from eddy.api import errors, fastpath, forward, segments
+from eddy.api.auth import require_token
+from eddy.api.backend import Backend
+from eddy.api.errors import PROBLEM_RESPONSES
+from eddy.api.fastpath import PointAnswer
+from eddy.api.routes import agents, dashboard, health, jobs, metrics, snapshots, tables
 
 if TYPE_CHECKING:
-    from service.app.app import App
+    from eddy.app.app import App
 
 # (route template, method, status, seconds): the worker records it in Prometheus.
 Observe = Callable[[str, str, int, float], None]
@@ -35,7 +35,7 @@ def create_app(
     """The worker's API: generic routes, every agent's typed views, and the routes
     and aliases of ``app`` (the user's app). ``fast_point_queries=False`` leaves every
     request to FastAPI (api/fastpath.py; what its tests and benchmark compare with)."""
-    from service import __version__
+    from eddy import __version__
 
     api = FastAPI(
         title="Eddy" if app is None else f"Eddy: {app.name}",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from service.app.plan import View
-from service.app.queries import Owner, StateValue, TablePage, WindowPage
-from service.app.scans import KeyPage, SlicePage
+from eddy.app.plan import View
+from eddy.app.queries import Owner, StateValue, TablePage, WindowPage
+from eddy.app.scans import KeyPage, SlicePage
 
 
 class Backend(Protocol):
@@ -42,7 +42,7 @@ class Backend(Protocol):
         *,
         newest_first: bool = False,
     ) -> WindowPage:
-        """Raises ``service.app.queries.QueryError`` subclasses."""
+        """Raises ``eddy.app.queries.QueryError`` subclasses."""
         ...
 
     def state(self, agent: str, state: str, key: str) -> StateValue: ...

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from api.backend import Backend
+from eddy.api.backend import Backend
 
 
 async def get_backend(request: Request) -> Backend:

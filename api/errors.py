@@ -14,9 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.app.queries import NoDataYetError, PartitionUnavailableError, UnknownKeyError
-from service.app.web import Problem
-from service.redact import redact, redact_all
+from eddy.app.queries import NoDataYetError, PartitionUnavailableError, UnknownKeyError
+from eddy.app.web import Problem
+from eddy.redact import redact, redact_all
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"

@@ -27,14 +27,14 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.backend import Backend
-from api.segments import decoded
+from eddy.api.backend import Backend
+from eddy.api.segments import decoded
 
 # The backend and a request's key and query parameters -> the JSON answer, or None
 # when FastAPI should answer instead.
 PointAnswer = Callable[[Backend, str, Mapping[str, str]], bytes | None]
 
-MAX_KEY_CHARS = 200  # as api.params.Key declares it
+MAX_KEY_CHARS = 200  # as eddy.api.params.Key declares it
 _DIGITS = frozenset("0123456789")
 
 

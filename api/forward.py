@@ -1,7 +1,7 @@
 """Forwarding a query to the worker that owns its key's partition.
 
 Any worker answers any key: when another worker owns the partition (the group's
-assignment says which, see ``service.runtime.assignor``), the request goes there
+assignment says which, see ``eddy.runtime.assignor``), the request goes there
 once, and the owner's answer comes back unchanged, ``served_by`` included. A
 forwarded request is never forwarded again: if the owner has moved meanwhile,
 the answer is 503 with Retry-After, and the client retries after the rebalance.
@@ -18,10 +18,10 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from api.errors import problem
-from api.segments import forwardable
-from service.app.queries import OwnedElsewhereError, PartitionUnavailableError
-from service.redact import redact, redact_url
+from eddy.api.errors import problem
+from eddy.api.segments import forwardable
+from eddy.app.queries import OwnedElsewhereError, PartitionUnavailableError
+from eddy.redact import redact, redact_url
 
 log = logging.getLogger(__name__)
 

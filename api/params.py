@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from api.deps import BackendDep
-from api.errors import BadRequestError
+from eddy.api.deps import BackendDep
+from eddy.api.errors import BadRequestError
 
 MAX_TIME_MS = 2**62
 Key = Annotated[str, Path(min_length=1, max_length=200, description="A record key.")]

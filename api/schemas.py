@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from service.app.queries import Freshness as Fresh
+from eddy.app.queries import Freshness as Fresh
 
 
 class Health(BaseModel):

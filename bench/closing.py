@@ -3,7 +3,7 @@
 Tumbling windows are aligned, so one watermark closes the window of every key
 at once, and the results of all of them wait for the same checkpoint: this burst,
 not the steady per-reading cost, is what the end-to-end latency of a result
-measures. Here ``sensor_averages``' own stage (``agents.app``) runs in this
+measures. Here ``sensor_averages``' own stage (``eddy.examples.app``) runs in this
 process over a RocksDB store, as one partition of a worker runs it: ``--keys``
 sensors send a reading every 100 ms each for ``--seconds`` of event time, in
 order, so a window closes for every key every 5 s. Two figures, CPU µs per
@@ -31,11 +31,11 @@ from typing import Any
 from aiokafka.structs import ConsumerRecord
 
 from bench.workload import encode
-from service.app.loader import load_app_and_settings
-from service.metrics import Metrics
-from service.pipeline.base import Pipeline
-from service.runtime.output import TaskOutput
-from tables.store import PartitionStore
+from eddy.app.loader import load_app_and_settings
+from eddy.metrics import Metrics
+from eddy.pipeline.base import Pipeline
+from eddy.runtime.output import TaskOutput
+from eddy.tables.store import PartitionStore
 
 RESULTS = Path(__file__).resolve().parent / "results" / "closing.json"
 STAGE = "sensor_averages"
@@ -44,7 +44,7 @@ BASE_MS = 1_800_000_000_000
 
 
 def stage() -> Pipeline:
-    app, settings = load_app_and_settings("agents.app:app")
+    app, settings = load_app_and_settings("eddy.examples.app:app")
     return next(s for s in app.build(settings, agents=[STAGE]).stages if s.name == STAGE)
 
 

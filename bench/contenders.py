@@ -21,10 +21,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.topics import AVERAGES, LATE_READINGS, READINGS
 from bench.errors import BenchError
 from bench.procs import Proc
-from service.plane.status import reports_dir
+from eddy.examples.topics import AVERAGES, LATE_READINGS, READINGS
+from eddy.plane.status import reports_dir
 
 KSTREAMS_DIR = Path(__file__).parent / "kstreams"
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +130,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def before_agents(eddy_src: Path | None) -> bool:
-    """Whether ``eddy_src`` is a tree from before the agent API (no ``agents.app``):
+    """Whether ``eddy_src`` is a tree from before the agent API (no ``eddy.examples.app``):
     its workers take ``EDDY_PIPELINES`` and a topic name per setting."""
     return eddy_src is not None and not (eddy_src / "agents" / "app.py").exists()
 
@@ -139,6 +139,18 @@ def has_query_plane(eddy_src: Path | None) -> bool:
     """Whether ``eddy_src`` (None: this checkout) runs ``eddy worker`` as ingest
     processes behind a query process (and so knows ``EDDY_WORKER_PROCESSES``)."""
     return eddy_src is None or (eddy_src / "service" / "plane").is_dir()
+
+
+def eddy_package(eddy_src: Path | None, env: dict[str, str]) -> str:
+    """The package ``python -m`` runs in ``eddy_src``: ``eddy`` (from its ``src/``,
+    put first on ``env``'s path), or ``service`` in a tree from before the package
+    had its own name."""
+    if eddy_src is None:
+        return "eddy"
+    if (eddy_src / "src" / "eddy").exists():
+        env["PYTHONPATH"] = str(eddy_src / "src")
+        return "eddy"
+    return "service"
 
 
 def eddy_env(
@@ -220,12 +232,13 @@ def launch(
             c, inp, app_id, state, api_port, bootstrap, before_agents(eddy_src),
             has_query_plane(eddy_src),
         )  # fmt: skip
-        argv = [py, "-m", "service", "worker"]
+        package = eddy_package(eddy_src, env)
+        argv = [py, "-m", package, "worker"]
         if profile_to is not None:
             if has_query_plane(eddy_src):
                 # The ingest process alone, its own API on api_port: `eddy worker`
                 # would put the query process under the profiler instead.
-                argv = [py, "-m", "service.plane.ingest", "--index", "0"]
+                argv = [py, "-m", f"{package}.plane.ingest", "--index", "0"]
                 argv += ["--status-dir", str(profile_reports(state))]
                 argv += ["--parent-pid", str(os.getpid())]
             # A statistical profiler (1 ms samples) rather than cProfile: it leaves the

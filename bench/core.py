@@ -10,11 +10,11 @@ order and none is late. Two set-ups are measured:
 
 * ``memory``: :class:`KeyedWindows` over dict state that hands out its live
   objects (:class:`LiveWindowState`). The test suite's
-  :class:`service.eventtime.memory.MemoryWindowState` deep-copies on every get
+  :class:`eddy.eventtime.memory.MemoryWindowState` deep-copies on every get
   and put so tests catch an operator that forgets to put; that copy is test
   strictness, not part of the core, so it is left out here.
-* ``rocksdb``: the same over :class:`tables.windows.StoredWindowState` and
-  :class:`tables.windows.StoredTimers` on a :class:`tables.store.PartitionStore`
+* ``rocksdb``: the same over :class:`eddy.tables.windows.StoredWindowState` and
+  :class:`eddy.tables.windows.StoredTimers` on a :class:`eddy.tables.store.PartitionStore`
   in a temporary directory, with a checkpoint every 5,000 records as a worker
   does it: watermark snapshot into the ``meta`` table, changelog records
   encoded (``txn.changelog_records()``), then one ``WriteBatch`` commit.
@@ -48,10 +48,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from service.eventtime import BoundedOutOfOrderness, Stats, TimeWindow, Tumbling, WindowSpec
-from service.eventtime.keyed import KeyedWindows
-from service.eventtime.memory import MemoryTimerStore
-from service.eventtime.window_state import WindowEntry
+from eddy.eventtime import BoundedOutOfOrderness, Stats, TimeWindow, Tumbling, WindowSpec
+from eddy.eventtime.keyed import KeyedWindows
+from eddy.eventtime.memory import MemoryTimerStore
+from eddy.eventtime.window_state import WindowEntry
 
 Record = tuple[str, int, dict[str, Any]]
 
@@ -87,7 +87,7 @@ def _temperature(reading: dict[str, Any]) -> float:
 
 class LiveWindowState:
     """Dict state that stores the objects it is given, as the RocksDB transaction
-    does between checkpoints (``tables.windows.StoredWindowState``)."""
+    does between checkpoints (``eddy.tables.windows.StoredWindowState``)."""
 
     def __init__(self) -> None:
         self.windows: dict[tuple[str, TimeWindow], WindowEntry] = {}
@@ -145,9 +145,9 @@ def run_memory(records: list[Record]) -> int:
 
 
 def run_rocksdb(records: list[Record]) -> int:
-    from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
-    from tables.store import PartitionStore, TableSpec
-    from tables.windows import StoredTimers, StoredWindowState, timer_table
+    from eddy.tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+    from eddy.tables.store import PartitionStore, TableSpec
+    from eddy.tables.windows import StoredTimers, StoredWindowState, timer_table
 
     meta: TableSpec[str, Any] = TableSpec(
         "meta", encode_utf8, decode_utf8, encode_json, decode_json

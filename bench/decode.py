@@ -37,16 +37,16 @@ import fastavro
 import msgspec
 import orjson
 
-from agents.records import SensorReading
-from agents.topics import SENSOR_READING_AVRO
 from bench.workload import encode
-from service.schemas.avro import Avro
-from service.schemas.base import Binding
-from service.schemas.jsonschema import JsonSchema
-from service.schemas.protobuf import Protobuf
-from service.schemas.registry import RegisteredSchema
-from service.schemas.wire import header, write_indexes
-from service.serde import JsonModel
+from eddy.examples.records import SensorReading
+from eddy.examples.topics import SENSOR_READING_AVRO
+from eddy.schemas.avro import Avro
+from eddy.schemas.base import Binding
+from eddy.schemas.jsonschema import JsonSchema
+from eddy.schemas.protobuf import Protobuf
+from eddy.schemas.registry import RegisteredSchema
+from eddy.schemas.wire import header, write_indexes
+from eddy.serde import JsonModel
 
 RESULTS = Path(__file__).parent / "results" / "decode.json"
 SCHEMA_ID = 1

@@ -33,7 +33,7 @@ from bench.machine import write_result
 from bench.procs import Proc
 from bench.run import free_port
 from bench.workload import base_ms, preload, shape_for
-from service.paths import eddy_home
+from eddy.paths import eddy_home
 from tools import localkafka
 
 BOOTSTRAP = "127.0.0.1:9092"  # eddy's local broker (make bench starts it)
@@ -70,7 +70,7 @@ def worker(inp: Input, app_id: str, run_dir: Path, url: str, ordered: bool) -> P
         EDDY_LOOKUP_CAPACITY=str(CAPACITY),
         EDDY_LOOKUP_ORDERED=str(ordered).lower(),
     )
-    argv = [sys.executable, "-m", "service", "worker"]
+    argv = [sys.executable, "-m", "eddy", "worker"]
     return Proc(app_id, argv, run_dir / f"{app_id}.log", env, ROOT)
 
 

@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # ty
 
 from bench.background import Background
 from bench.workload import BOUND_MS, WINDOW_MS, encode
-from service.app.queries import partition_for
+from eddy.app.queries import partition_for
 
 WARMUP_MS = 20_000
 TICK_S = 0.01

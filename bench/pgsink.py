@@ -3,7 +3,7 @@
     python -m bench.pgsink [--rows 200000] [--batch-rows 5000] [--partitions 1]
 
 Writes bench/results/pgsink.json. No Kafka: the rows go through the sink's own
-write path (:meth:`service.pipeline.pgsink.PostgresSink.upsert`: dedupe, one
+write path (:meth:`eddy.pipeline.pgsink.PostgresSink.upsert`: dedupe, one
 transaction per batch, executemany per table) in batches of ``--batch-rows``
 (EDDY_SINK_MAX_BATCH_ROWS' default), first into empty tables, then again as a
 replay after a crash would (every row an ON CONFLICT update that changes nothing).
@@ -19,11 +19,11 @@ from typing import Any
 
 import asyncpg
 
-from agents.postgres_sink import WINDOW_AVERAGES, WindowAverage, upsert_to
 from bench.machine import write_result
-from service.pipeline.pgmigrate import quote
-from service.pipeline.pgsink import PostgresSink
-from service.pipeline.source import Source
+from eddy.examples.postgres_sink import WINDOW_AVERAGES, WindowAverage, upsert_to
+from eddy.pipeline.pgmigrate import quote
+from eddy.pipeline.pgsink import PostgresSink
+from eddy.pipeline.source import Source
 from tools import postgres
 
 SCHEMA = "bench_pgsink"

@@ -1,7 +1,7 @@
 """CPU of one REST point query in the query process, without HTTP and without load.
 
 Run ``python -m bench.querycost`` (``--requests N``, ``--repeat R``). The query
-process's API (``api.app.create_app`` over ``service.plane``'s backend) reads real
+process's API (``eddy.api.app.create_app`` over ``eddy.plane``'s backend) reads real
 RocksDB stores, written and reported as ingest processes write and report them,
 through secondary instances; the requests are ASGI calls of
 ``GET /sensors/{key}/windows?limit=10`` (10 windows of 20 per key), so the figure
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from service.plane.stages import Secondaries
+from eddy.plane.stages import Secondaries
 from tests.support.queryhost import Host, commit, query_api, query_plane, sensor_in
 
 RESULTS = Path(__file__).resolve().parent / "results"

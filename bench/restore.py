@@ -5,7 +5,7 @@ Writes a changelog like the one ``sensor_averages`` leaves after the full drain
 committed in transactions of ``--per-commit`` records by one transactional
 producer per partition, as a worker's checkpoints do), then rebuilds every
 partition's store from it with the worker's own code
-(:func:`service.runtime.restore.restore_partition`, all partitions at once in one
+(:func:`eddy.runtime.restore.restore_partition`, all partitions at once in one
 event loop, as a worker opening them does), ``--repeat`` times into fresh
 directories. The rate is changelog records over the wall time of the slowest
 partition; ``--profile`` writes a pyinstrument report of one restore instead.
@@ -34,11 +34,11 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 
 from bench.errors import BenchError
 from bench.kafkaio import Kafka
-from service.eventtime import Timer, TimeWindow
-from service.runtime.restore import restore_partition
-from service.runtime.stores import LocalStores
-from service.settings import Settings, build
-from tables.codecs import encode_timer, encode_window_first, encode_window_key
+from eddy.eventtime import Timer, TimeWindow
+from eddy.runtime.restore import restore_partition
+from eddy.runtime.stores import LocalStores
+from eddy.settings import Settings, build
+from eddy.tables.codecs import encode_timer, encode_window_first, encode_window_key
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -19,7 +19,7 @@ from bench.background import Background
 from bench.procs import _tree
 
 QUERY = "query"  # the `eddy worker` process: the query plane and the supervisor
-INGEST_MODULE = "service.plane.ingest"
+INGEST_MODULE = "eddy.plane.ingest"
 
 
 def vm_rss_bytes(status_text: str) -> int | None:

@@ -38,7 +38,7 @@ from bench.errors import BenchError
 from bench.kafkaio import Kafka
 from bench.verify import Verdict, verify
 from bench.workload import Expected, Shape, base_ms, preload, shape_for
-from service.paths import eddy_home
+from eddy.paths import eddy_home
 
 T = TypeVar("T")
 # The measurements after the drains (bench.extras): Kafka's Java ceilings, Eddy EOS
@@ -224,7 +224,7 @@ def attempt(run: Run, step: Callable[[], T], name: str) -> T | None:
 
 
 def _broker_answers(bootstrap: str) -> bool:
-    from service.errors import EddyError
+    from eddy.errors import EddyError
     from tools import localkafka
 
     try:
@@ -235,7 +235,7 @@ def _broker_answers(bootstrap: str) -> bool:
 
 
 def _wait_for_broker(bootstrap: str, timeout_s: float = 600, pause_s: float = 5) -> None:
-    from service.errors import EddyError
+    from eddy.errors import EddyError
     from tools import localkafka
 
     time.sleep(pause_s)  # a broker on its way down still answers

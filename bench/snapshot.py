@@ -21,12 +21,12 @@ from typing import Any
 import orjson
 
 from bench.machine import write_result
-from service.eventtime import TimeWindow
-from service.snapshot.layout import SnapshotRoot
-from service.snapshot.offline import snapshot_stores
-from tables.keyed import state_table
-from tables.store import PartitionStore
-from tables.windows import results_table
+from eddy.eventtime import TimeWindow
+from eddy.snapshot.layout import SnapshotRoot
+from eddy.snapshot.offline import snapshot_stores
+from eddy.tables.keyed import state_table
+from eddy.tables.store import PartitionStore
+from eddy.tables.windows import results_table
 
 RESULTS = results_table("results")
 RECENT = state_table("recent")
@@ -76,10 +76,10 @@ def fill(
 
 
 def spark_job(root: SnapshotRoot, out: Path, master: str) -> dict[str, float]:
-    from spark_jobs import sensor_report
+    from eddy.spark_jobs import sensor_report
 
     started = time.perf_counter()
-    from spark_jobs.common import session
+    from eddy.spark_jobs.common import session
 
     spark = session("bench", master)
     spark.sparkContext.setLogLevel("ERROR")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import orjson
 from confluent_kafka import Producer  # type: ignore[import-untyped]
 
-from service.app.queries import partition_for
+from eddy.app.queries import partition_for
 from tools.chaos.recompute import windows_by_partition
 from tools.simulator import SimulationConfig, generate
 

@@ -4,7 +4,7 @@ Everything a user needs to write, run and test an agent is importable from here:
 
 .. code-block:: python
 
-    from service import App, Topic, BoundedOutOfOrderness, Tumbling, Count
+    from eddy import App, Topic, BoundedOutOfOrderness, Tumbling, Count
 
 The tutorial (docs/tutorial.md) walks through it; the modules below this
 package are Eddy's internals and may change. Names load on first use, so the
@@ -17,46 +17,46 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from service.app.agent import (
+    from eddy.app.agent import (
         AgentDef,
     )
-    from service.app.app import (
+    from eddy.app.app import (
         App,
         BuiltApp,
     )
-    from service.app.queries import (
+    from eddy.app.queries import (
         QueryError,
     )
-    from service.app.settings import (
+    from eddy.app.settings import (
         AgentSettings,
     )
-    from service.app.stream import (
+    from eddy.app.stream import (
         BroadcastStream,
         Stream,
         WindowedStream,
     )
-    from service.app.topic import (
+    from eddy.app.topic import (
         Topic,
     )
-    from service.app.web import (
+    from eddy.app.web import (
         QUERY_ERRORS,
         Queries,
     )
-    from service.errors import (
+    from eddy.errors import (
         ConfigError,
         EddyError,
     )
-    from service.eventtime.clock import (
+    from eddy.eventtime.clock import (
         FakeClock,
     )
-    from service.eventtime.descriptors import (
+    from eddy.eventtime.descriptors import (
         ListState,
         MapState,
         StateDescriptor,
         StateTypeError,
         ValueState,
     )
-    from service.eventtime.functions import (
+    from eddy.eventtime.functions import (
         AggregateFunction,
         Avg,
         Count,
@@ -74,11 +74,11 @@ if TYPE_CHECKING:
         TimeEvictor,
         WindowContext,
     )
-    from service.eventtime.process import (
+    from eddy.eventtime.process import (
         BroadcastContext,
         Context,
     )
-    from service.eventtime.triggers import (
+    from eddy.eventtime.triggers import (
         ContinuousEventTimeTrigger,
         CountTrigger,
         EventTimeTrigger,
@@ -89,20 +89,20 @@ if TYPE_CHECKING:
         TriggerBase,
         TriggerResult,
     )
-    from service.eventtime.ttl import (
+    from eddy.eventtime.ttl import (
         Ttl,
     )
-    from service.eventtime.watermarks import (
+    from eddy.eventtime.watermarks import (
         Ascending,
         BoundedOutOfOrderness,
         NoWatermarks,
         Punctuated,
         WatermarkStrategy,
     )
-    from service.eventtime.window_state import (
+    from eddy.eventtime.window_state import (
         WindowResult,
     )
-    from service.eventtime.windows import (
+    from eddy.eventtime.windows import (
         Global,
         Session,
         Sliding,
@@ -110,33 +110,33 @@ if TYPE_CHECKING:
         Tumbling,
         WindowAssigner,
     )
-    from service.pipeline.pgmigrate import (
+    from eddy.pipeline.pgmigrate import (
         Migration,
     )
-    from service.pipeline.pgsink import (
+    from eddy.pipeline.pgsink import (
         PostgresUpsert,
         Upsert,
     )
-    from service.schemas.avro import (
+    from eddy.schemas.avro import (
         Avro,
     )
-    from service.schemas.jsonschema import (
+    from eddy.schemas.jsonschema import (
         JsonSchema,
     )
-    from service.schemas.protobuf import (
+    from eddy.schemas.protobuf import (
         Protobuf,
     )
-    from service.schemas.settings import (
+    from eddy.schemas.settings import (
         RegistrySettings,
     )
-    from service.serde import (
+    from eddy.serde import (
         DecodeError,
         EncodeError,
         Json,
         JsonModel,
         Serde,
     )
-    from service.testing import (
+    from eddy.testing import (
         TestDriver,
     )
 
@@ -144,85 +144,85 @@ __version__ = "0.2.0"
 
 # Each public name and the module that defines it.
 _EXPORTS = {
-    "AgentDef": "service.app.agent",
-    "AgentSettings": "service.app.settings",
-    "AggregateFunction": "service.eventtime.functions",
-    "App": "service.app.app",
-    "Ascending": "service.eventtime.watermarks",
-    "Avg": "service.eventtime.functions",
-    "Avro": "service.schemas.avro",
-    "BoundedOutOfOrderness": "service.eventtime.watermarks",
-    "BroadcastContext": "service.eventtime.process",
-    "BroadcastStream": "service.app.stream",
-    "BuiltApp": "service.app.app",
-    "ConfigError": "service.errors",
-    "Context": "service.eventtime.process",
-    "ContinuousEventTimeTrigger": "service.eventtime.triggers",
-    "Count": "service.eventtime.functions",
-    "CountEvictor": "service.eventtime.functions",
-    "CountTrigger": "service.eventtime.triggers",
-    "DecodeError": "service.serde",
-    "EddyError": "service.errors",
-    "EncodeError": "service.serde",
-    "EventTimeTrigger": "service.eventtime.triggers",
-    "Evictor": "service.eventtime.functions",
-    "FakeClock": "service.eventtime.clock",
-    "Global": "service.eventtime.windows",
-    "Json": "service.serde",
-    "JsonSchema": "service.schemas.jsonschema",
-    "JsonModel": "service.serde",
-    "ListState": "service.eventtime.descriptors",
-    "MapState": "service.eventtime.descriptors",
-    "Max": "service.eventtime.functions",
-    "Migration": "service.pipeline.pgmigrate",
-    "Min": "service.eventtime.functions",
-    "MinMax": "service.eventtime.functions",
-    "MinMaxResult": "service.eventtime.functions",
-    "NeverTrigger": "service.eventtime.triggers",
-    "PostgresUpsert": "service.pipeline.pgsink",
-    "ProcessingTimeTrigger": "service.eventtime.triggers",
-    "Protobuf": "service.schemas.protobuf",
-    "ProcessWindowFunction": "service.eventtime.functions",
-    "NoWatermarks": "service.eventtime.watermarks",
-    "Punctuated": "service.eventtime.watermarks",
-    "PurgingTrigger": "service.eventtime.triggers",
-    "Queries": "service.app.web",
-    "QUERY_ERRORS": "service.app.web",
-    "QueryError": "service.app.queries",
-    "Reduce": "service.eventtime.functions",
-    "RegistrySettings": "service.schemas.settings",
-    "Serde": "service.serde",
-    "Session": "service.eventtime.windows",
-    "Sliding": "service.eventtime.windows",
-    "StateDescriptor": "service.eventtime.descriptors",
-    "StateTypeError": "service.eventtime.descriptors",
-    "Stats": "service.eventtime.functions",
-    "StatsResult": "service.eventtime.functions",
-    "Stream": "service.app.stream",
-    "Sum": "service.eventtime.functions",
-    "TestDriver": "service.testing",
-    "TimeEvictor": "service.eventtime.functions",
-    "TimeWindow": "service.eventtime.windows",
-    "Topic": "service.app.topic",
-    "Trigger": "service.eventtime.triggers",
-    "TriggerBase": "service.eventtime.triggers",
-    "TriggerResult": "service.eventtime.triggers",
-    "Ttl": "service.eventtime.ttl",
-    "Tumbling": "service.eventtime.windows",
-    "Upsert": "service.pipeline.pgsink",
-    "ValueState": "service.eventtime.descriptors",
-    "WatermarkStrategy": "service.eventtime.watermarks",
-    "WindowAssigner": "service.eventtime.windows",
-    "WindowContext": "service.eventtime.functions",
-    "WindowedStream": "service.app.stream",
-    "WindowResult": "service.eventtime.window_state",
+    "AgentDef": "eddy.app.agent",
+    "AgentSettings": "eddy.app.settings",
+    "AggregateFunction": "eddy.eventtime.functions",
+    "App": "eddy.app.app",
+    "Ascending": "eddy.eventtime.watermarks",
+    "Avg": "eddy.eventtime.functions",
+    "Avro": "eddy.schemas.avro",
+    "BoundedOutOfOrderness": "eddy.eventtime.watermarks",
+    "BroadcastContext": "eddy.eventtime.process",
+    "BroadcastStream": "eddy.app.stream",
+    "BuiltApp": "eddy.app.app",
+    "ConfigError": "eddy.errors",
+    "Context": "eddy.eventtime.process",
+    "ContinuousEventTimeTrigger": "eddy.eventtime.triggers",
+    "Count": "eddy.eventtime.functions",
+    "CountEvictor": "eddy.eventtime.functions",
+    "CountTrigger": "eddy.eventtime.triggers",
+    "DecodeError": "eddy.serde",
+    "EddyError": "eddy.errors",
+    "EncodeError": "eddy.serde",
+    "EventTimeTrigger": "eddy.eventtime.triggers",
+    "Evictor": "eddy.eventtime.functions",
+    "FakeClock": "eddy.eventtime.clock",
+    "Global": "eddy.eventtime.windows",
+    "Json": "eddy.serde",
+    "JsonSchema": "eddy.schemas.jsonschema",
+    "JsonModel": "eddy.serde",
+    "ListState": "eddy.eventtime.descriptors",
+    "MapState": "eddy.eventtime.descriptors",
+    "Max": "eddy.eventtime.functions",
+    "Migration": "eddy.pipeline.pgmigrate",
+    "Min": "eddy.eventtime.functions",
+    "MinMax": "eddy.eventtime.functions",
+    "MinMaxResult": "eddy.eventtime.functions",
+    "NeverTrigger": "eddy.eventtime.triggers",
+    "PostgresUpsert": "eddy.pipeline.pgsink",
+    "ProcessingTimeTrigger": "eddy.eventtime.triggers",
+    "Protobuf": "eddy.schemas.protobuf",
+    "ProcessWindowFunction": "eddy.eventtime.functions",
+    "NoWatermarks": "eddy.eventtime.watermarks",
+    "Punctuated": "eddy.eventtime.watermarks",
+    "PurgingTrigger": "eddy.eventtime.triggers",
+    "Queries": "eddy.app.web",
+    "QUERY_ERRORS": "eddy.app.web",
+    "QueryError": "eddy.app.queries",
+    "Reduce": "eddy.eventtime.functions",
+    "RegistrySettings": "eddy.schemas.settings",
+    "Serde": "eddy.serde",
+    "Session": "eddy.eventtime.windows",
+    "Sliding": "eddy.eventtime.windows",
+    "StateDescriptor": "eddy.eventtime.descriptors",
+    "StateTypeError": "eddy.eventtime.descriptors",
+    "Stats": "eddy.eventtime.functions",
+    "StatsResult": "eddy.eventtime.functions",
+    "Stream": "eddy.app.stream",
+    "Sum": "eddy.eventtime.functions",
+    "TestDriver": "eddy.testing",
+    "TimeEvictor": "eddy.eventtime.functions",
+    "TimeWindow": "eddy.eventtime.windows",
+    "Topic": "eddy.app.topic",
+    "Trigger": "eddy.eventtime.triggers",
+    "TriggerBase": "eddy.eventtime.triggers",
+    "TriggerResult": "eddy.eventtime.triggers",
+    "Ttl": "eddy.eventtime.ttl",
+    "Tumbling": "eddy.eventtime.windows",
+    "Upsert": "eddy.pipeline.pgsink",
+    "ValueState": "eddy.eventtime.descriptors",
+    "WatermarkStrategy": "eddy.eventtime.watermarks",
+    "WindowAssigner": "eddy.eventtime.windows",
+    "WindowContext": "eddy.eventtime.functions",
+    "WindowedStream": "eddy.app.stream",
+    "WindowResult": "eddy.eventtime.window_state",
 }
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'service' has no attribute {name!r}")
+        raise AttributeError(f"module 'eddy' has no attribute {name!r}")
     value = getattr(import_module(module), name)
     globals()[name] = value  # once loaded, a plain attribute
     return value

@@ -1,5 +1,5 @@
-"""``python -m service ...``: Eddy's command line."""
+"""``python -m eddy ...``: Eddy's command line."""
 
-from service.cli import main
+from eddy.cli import main
 
 raise SystemExit(main())

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from service.app.app import App, BuiltApp
-from service.app.plan import View
+from eddy.app.app import App, BuiltApp
+from eddy.app.plan import View
 
 
 def _path(view: View) -> str:
@@ -43,7 +43,7 @@ def describe(app: App, built: BuiltApp) -> list[dict[str, Any]]:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     app, settings = load_app_and_settings(getattr(args, "app", None))
     rows = describe(app, app.build(settings))

@@ -1,4 +1,4 @@
-"""Command line: ``python -m service <command>``.
+"""Command line: ``python -m eddy <command>``.
 
 Each command imports its module lazily so ``--help`` stays fast and a command
 never pays for another's dependencies (Spark, say).
@@ -12,9 +12,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from service import logs
-from service.cli_parser import OneLineParser, print_error
-from service.errors import EddyError
+from eddy import logs
+from eddy.cli_parser import OneLineParser, print_error
+from eddy.errors import EddyError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -35,61 +35,61 @@ def bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[
 
 
 def _topics(args: argparse.Namespace) -> int:
-    from service.topics import run_cli
+    from eddy.topics import run_cli
 
     return run_cli(args)
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from service.plane.front import run_cli
+    from eddy.plane.front import run_cli
 
     return run_cli(args)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from service.replay import run_cli
+    from eddy.replay import run_cli
 
     return run_cli(args)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from service.status import run_cli
+    from eddy.status import run_cli
 
     return run_cli(args)
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from service.snapshot.cli import run_cli
+    from eddy.snapshot.cli import run_cli
 
     return run_cli(args)
 
 
 def _savepoint(args: argparse.Namespace) -> int:
-    from service.savepoint.cli import run_savepoint
+    from eddy.savepoint.cli import run_savepoint
 
     return run_savepoint(args)
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from service.savepoint.cli import run_stop
+    from eddy.savepoint.cli import run_stop
 
     return run_stop(args)
 
 
 def _agents(args: argparse.Namespace) -> int:
-    from service.agents_cli import run_cli
+    from eddy.agents_cli import run_cli
 
     return run_cli(args)
 
 
 def _send(args: argparse.Namespace) -> int:
-    from service.send import run_cli
+    from eddy.send import run_cli
 
     return run_cli(args)
 
 
 def _config(args: argparse.Namespace) -> int:
-    from service.config_cli import run_cli
+    from eddy.config_cli import run_cli
 
     return run_cli(args)
 
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print the JSON of GET /jobs")
     status.set_defaults(handler=_status)
 
-    from service.savepoint.args import add_arguments as savepoint_arguments
+    from eddy.savepoint.args import add_arguments as savepoint_arguments
 
     savepoint_arguments(commands)
     commands.choices["snapshot"].set_defaults(handler=_snapshot)
@@ -226,7 +226,7 @@ def _add_app_option(parser: argparse.ArgumentParser, *, top: bool = True) -> Non
         # undo one given before the command.
         default=None if top else argparse.SUPPRESS,
         metavar="MODULE:APP",
-        help="the app, e.g. clicks:app (default: EDDY_APP, else agents:app)",
+        help="the app, e.g. clicks:app (default: EDDY_APP, else eddy.examples:app)",
     )
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for action in subparsers:

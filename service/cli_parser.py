@@ -2,7 +2,7 @@
 
 argparse prints its usage and then ``prog: error: ...`` (two lines, the second
 named after the script's file when no ``prog`` is given). Eddy's command lines
-(``eddy``, ``python -m tools``, ``python -m spark_jobs``) print every error as
+(``eddy``, ``python -m tools``, ``python -m eddy.spark_jobs``) print every error as
 one line that starts with the tool's name, so a script or a person reads one
 thing; ``--help`` still shows the usage. Argparse only: ``eddy --help`` stays fast.
 """
@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any, NoReturn
 
-from service.redact import redact
+from eddy.redact import redact
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from service.errors import EddyError
-from service.settings import Settings
+from eddy.errors import EddyError
+from eddy.settings import Settings
 
 POLL_S = 0.2
 

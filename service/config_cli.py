@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
-from service.app.app import App
-from service.cli_parser import print_json
-from service.errors import ConfigError
-from service.redact import redact
-from service.settings import ENV_PREFIX, Settings, build, settings_table
+from eddy.app.app import App
+from eddy.cli_parser import print_json
+from eddy.errors import ConfigError
+from eddy.redact import redact
+from eddy.settings import ENV_PREFIX, Settings, build, settings_table
 
 FRAMEWORK = "eddy"  # declared_by of the framework's own settings
 SECRET = "**********"  # what pydantic shows for a SecretStr: set, not shown
@@ -75,10 +75,10 @@ def _env_text(value: object) -> str:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app, load_app_and_settings
+    from eddy.app.loader import load_app, load_app_and_settings
 
     if args.markdown:
-        from service.schemas.settings import RegistrySettings
+        from eddy.schemas.settings import RegistrySettings
 
         classes: list[type[BaseSettings]] = [Settings, RegistrySettings]
         classes += load_app(args.app).settings_classes()

@@ -1,4 +1,4 @@
-"""The operations view (``GET /jobs``, ``python -m service status``): every
+"""The operations view (``GET /jobs``, ``python -m eddy status``): every
 stage's partitions across the app (each stage with its agent), with owner,
 state, lag, watermark, last commit and latency, plus the newest savepoint and
 snapshot.
@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 import httpx
 
-from service.errors import EddyError
-from service.eventtime import MIN_WATERMARK, Clock
-from service.runtime.engine import PipelineRuntime
-from service.settings import Settings
-from service.snapshot.layout import SnapshotRoot
+from eddy.errors import EddyError
+from eddy.eventtime import MIN_WATERMARK, Clock
+from eddy.runtime.engine import PipelineRuntime
+from eddy.settings import Settings
+from eddy.snapshot.layout import SnapshotRoot
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from aiokafka.helpers import create_ssl_context
 
-from service.errors import ConfigError
-from service.settings import SecurityProtocol, Settings
+from eddy.errors import ConfigError
+from eddy.settings import SecurityProtocol, Settings
 
 _TLS = {SecurityProtocol.SSL, SecurityProtocol.SASL_SSL}
 _SASL = {SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL}

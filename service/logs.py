@@ -21,7 +21,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from service.redact import redact
+from eddy.redact import redact
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _TRACEBACKS = logging.Formatter()  # formats exceptions as every standard formatter does

@@ -19,7 +19,7 @@ from typing import Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from service.redact import redact
+from eddy.redact import redact
 
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 

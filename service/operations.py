@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from service.eventtime import Clock
+from eddy.eventtime import Clock
 
 log = logging.getLogger(__name__)
 KEPT = 100

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
-from service.redact import redact, remember, remember_in
+from eddy.redact import redact, remember, remember_in
 
 
 class RedactedSettings(BaseSettings):

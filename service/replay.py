@@ -1,4 +1,4 @@
-"""``python -m service replay``: run a window spec over a JSON Lines file.
+"""``python -m eddy replay``: run a window spec over a JSON Lines file.
 
 Input lines are ``{"record": {...}}``, ``{"watermark": <ms>}`` or
 ``{"processing_time": <ms>}``; output is one JSON line per emission, in emission
@@ -21,19 +21,19 @@ from typing import IO, Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from service.errors import ConfigError, EddyError
-from service.eventtime.harness import ProcessHarness, WindowHarness
-from service.eventtime.process_spec import ProcessReplaySpec
-from service.eventtime.spec import ReplaySpec, field_getter
-from service.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
-from service.replay_files import (
+from eddy.errors import ConfigError, EddyError
+from eddy.eventtime.harness import ProcessHarness, WindowHarness
+from eddy.eventtime.process_spec import ProcessReplaySpec
+from eddy.eventtime.spec import ReplaySpec, field_getter
+from eddy.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
+from eddy.replay_files import (
     DEFAULT_MAX_LINE_BYTES,
     InputLine,
     ReplayInputError,
     output_file,
     read_records,
 )
-from service.serde import EncodeError, encode_json
+from eddy.serde import EncodeError, encode_json
 
 #: A spec is a page of JSON; anything larger is not one (``--spec /dev/zero``).
 MAX_SPEC_BYTES = 1024 * 1024
@@ -169,7 +169,7 @@ def process_harness_for(spec: ProcessReplaySpec) -> ProcessHarness:
 
 
 def replay(spec: AnySpec, lines: Iterable[InputLine]) -> Iterator[bytes]:
-    """Feed the input's lines (:func:`~service.replay_files.read_records`) to a
+    """Feed the input's lines (:func:`~eddy.replay_files.read_records`) to a
     harness; yield each emission as a JSON line as it happens. Emissions are not
     kept once yielded, so a long input costs the memory of its state, not of its
     output.
@@ -216,7 +216,7 @@ def _reported(where: str, users: bool) -> Iterator[None]:
     except Exception as exc:  # the user's function, or a record the window function cannot use
         if users:
             # Imported here: the worker's modules it lives with load RocksDB.
-            from service.pipeline.source import failure
+            from eddy.pipeline.source import failure
 
             raise ReplayInputError(f"{where}: {failure('the process function', exc)}") from None
         if isinstance(exc, KeyError):
@@ -355,10 +355,10 @@ def _emissions(
     if args.spec is not None:
         spec = load_spec(Path(args.spec))
         return lambda lines: replay(spec, lines)
-    from service.app.loader import load_app
-    from service.replay_app import replay_app
-    from service.settings import reject_unknown_variables
-    from service.testing import TestDriver
+    from eddy.app.loader import load_app
+    from eddy.replay_app import replay_app
+    from eddy.settings import reject_unknown_variables
+    from eddy.testing import TestDriver
 
     app = load_app(args.app)
     agents = [a.strip() for a in args.agent.split(",") if a.strip()]

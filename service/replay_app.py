@@ -30,17 +30,17 @@ from typing import Any
 
 import orjson
 
-from service import testing
-from service.errors import EddyError
-from service.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
-from service.pipeline.source import failure
-from service.replay_files import InputLine, ReplayInputError
-from service.serde import EncodeError
-from service.testing import Sent, TestDriver
+from eddy import testing
+from eddy.errors import EddyError
+from eddy.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
+from eddy.pipeline.source import failure
+from eddy.replay_files import InputLine, ReplayInputError
+from eddy.serde import EncodeError
+from eddy.testing import Sent, TestDriver
 
 
 def replay_app(driver: TestDriver, lines: Iterable[InputLine]) -> Iterator[dict[str, Any]]:
-    """Feed the input's lines (:func:`~service.replay_files.read_records`) to the
+    """Feed the input's lines (:func:`~eddy.replay_files.read_records`) to the
     driver's agents; yield every output record as JSON. What the driver recorded as
     sent is forgotten once yielded: the replay of a long input holds one line's
     output, not all of it."""

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import orjson
 
-from service.errors import ConfigError, EddyError
+from eddy.errors import ConfigError, EddyError
 
 #: The longest input line accepted by default, in bytes (not counting its newline):
 #: room for a Kafka record at the broker's default ``message.max.bytes`` (1 MB)

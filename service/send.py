@@ -14,11 +14,11 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from service.app.app import BuiltApp
-from service.app.topic import Topic
-from service.errors import BrokerUnavailableError, ConfigError
-from service.kafka_clients import connection_kwargs
-from service.serde import DecodeError
+from eddy.app.app import BuiltApp
+from eddy.app.topic import Topic
+from eddy.errors import BrokerUnavailableError, ConfigError
+from eddy.kafka_clients import connection_kwargs
+from eddy.serde import DecodeError
 
 SEND_TIMEOUT_S = 30.0
 
@@ -59,7 +59,7 @@ async def _produce(built: BuiltApp, topic: str, key: bytes | None, value: bytes)
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     app, settings = load_app_and_settings(getattr(args, "app", None))
     built = app.build(settings)

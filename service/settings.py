@@ -29,16 +29,16 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from service import paths
-from service.errors import ConfigError
-from service.redact import redact, remember, remember_in
-from service.redacted_settings import RedactedSettings, remember_secrets
+from eddy import paths
+from eddy.errors import ConfigError
+from eddy.redact import redact, remember, remember_in
+from eddy.redacted_settings import RedactedSettings, remember_secrets
 
 ENV_PREFIX = "EDDY_"
 # Variables with the prefix that are not Settings fields (read by tools, not workers).
 OTHER_VARIABLES = {"EDDY_LOCAL_KAFKA_DIR"}
 LOCAL_BOOTSTRAP = "127.0.0.1:9092"
-DEFAULT_APP = "agents:app"
+DEFAULT_APP = "eddy.examples:app"
 S = TypeVar("S", bound=BaseSettings)
 
 
@@ -286,7 +286,7 @@ class Settings(RedactedSettings):
         0,
         ge=0,
         description="Take a snapshot at every multiple of this (wall clock, all workers "
-        "alike); 0 = only on demand (python -m service snapshot) and at make run's exit.",
+        "alike); 0 = only on demand (python -m eddy snapshot) and at make run's exit.",
     )
     snapshot_retain: int = Field(
         5, ge=1, le=1_000, description="Complete snapshots kept; older ones are deleted."
@@ -473,7 +473,7 @@ def remember_environment(extra: Iterable[type[BaseSettings]] = ()) -> None:
     """Remember the secrets the environment holds for settings classes a process
     may build without :func:`build` (the schema registry's), or build later: each
     variable of a ``SecretStr`` field, and each password inside any ``EDDY_*`` URL."""
-    from service.schemas.settings import RegistrySettings
+    from eddy.schemas.settings import RegistrySettings
 
     classes: list[type[BaseSettings]] = [Settings, RegistrySettings, *extra]
     secret_variables = {
@@ -505,7 +505,7 @@ def variables(cls: type[BaseSettings]) -> dict[str, str]:
 
 def reject_unknown_variables(extra: Iterable[type[BaseSettings]] = ()) -> None:
     """A misspelt variable would otherwise be ignored silently and the default used."""
-    from service.schemas.settings import RegistrySettings
+    from eddy.schemas.settings import RegistrySettings
 
     known = set(OTHER_VARIABLES) | set(variables(Settings)) | set(variables(RegistrySettings))
     for cls in extra:

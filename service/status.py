@@ -1,4 +1,4 @@
-"""``python -m service status``: the operations view of a running app, as a table.
+"""``python -m eddy status``: the operations view of a running app, as a table.
 
 It asks one worker's ``GET /jobs`` (which asks the others), so it works from any
 machine that reaches one worker's API, and needs no Kafka client of its own.
@@ -19,9 +19,9 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from service.client import worker_url
-from service.errors import EddyError
-from service.settings import Settings
+from eddy.client import worker_url
+from eddy.errors import EddyError
+from eddy.settings import Settings
 
 # The worker waits up to 5 s for each peer; leave it time to say which one is down.
 TIMEOUT_S = 15.0
@@ -156,7 +156,7 @@ def render(jobs: dict[str, Any], console: Console) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request at INFO
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     _, settings = load_app_and_settings(getattr(args, "app", None))
     jobs = fetch_jobs(args.url or worker_url(settings), settings)

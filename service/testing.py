@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from service.app.app import App, BuiltApp
-from service.app.reads import has_windows, state_value, window_rows
-from service.app.topic import Topic
-from service.eventtime.descriptors import StateDescriptor
-from service.eventtime.keyed import MAX_WATERMARK
-from service.pipeline.base import (
+from eddy.app.app import App, BuiltApp
+from eddy.app.reads import has_windows, state_value, window_rows
+from eddy.app.topic import Topic
+from eddy.eventtime.descriptors import StateDescriptor
+from eddy.eventtime.keyed import MAX_WATERMARK
+from eddy.pipeline.base import (
     AsyncLogic,
     BoundedFiring,
     ClosingPipeline,
@@ -51,14 +51,14 @@ from service.pipeline.base import (
     PartitionLogic,
     Pipeline,
 )
-from service.pipeline.markers import WATERMARK
-from service.pipeline.source import as_key
-from service.schemas.base import SchemaSerde
-from service.schemas.binder import SchemaBinder
-from service.schemas.memory import MemoryRegistry
-from service.serde import DecodeError, Json, Serde
-from service.settings import Settings, build
-from tables.store import PartitionStore, PartitionTransaction
+from eddy.pipeline.markers import WATERMARK
+from eddy.pipeline.source import as_key
+from eddy.schemas.base import SchemaSerde
+from eddy.schemas.binder import SchemaBinder
+from eddy.schemas.memory import MemoryRegistry
+from eddy.serde import DecodeError, Json, Serde
+from eddy.settings import Settings, build
+from eddy.tables.store import PartitionStore, PartitionTransaction
 
 T = TypeVar("T")
 REASON = "eddy.reason"
@@ -110,7 +110,7 @@ class Output:
 
 @dataclass
 class _Collector:
-    """The :class:`~service.pipeline.base.Output` of one stage in the driver: one
+    """The :class:`~eddy.pipeline.base.Output` of one stage in the driver: one
     partition. The stages share ``sent``, the records not forwarded yet."""
 
     dead_letter_topic: str
@@ -267,7 +267,7 @@ class TestDriver:
     """Runs an app in memory. See the module docstring.
 
     Args:
-        app: the app (``agents.app``, or the one under test).
+        app: the app (``eddy.examples.app``, or the one under test).
         agents: which agents to run (default: the app's default agents).
         settings: framework settings (field names, e.g. ``{"partitions": 1}``);
             the topic prefix is empty unless given.

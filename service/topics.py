@@ -15,12 +15,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from service.errors import BrokerUnavailableError, TopicMismatchError
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings
+from eddy.errors import BrokerUnavailableError, TopicMismatchError
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings
 
 if TYPE_CHECKING:
-    from service.app.app import BuiltApp
+    from eddy.app.app import BuiltApp
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def _stage_of(agent: str, stage: str) -> str:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     app, settings = load_app_and_settings(getattr(args, "app", None))
     built = app.build(settings)

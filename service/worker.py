@@ -23,28 +23,28 @@ import uvicorn
 from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from api.app import create_app
-from service.app import queries, scans
-from service.app.app import App, BuiltApp
-from service.app.loader import load_app
-from service.app.plan import View
-from service.app.queries import ServedStage, StateValue, UnknownKeyError, WindowPage
-from service.app.scans import Budget, KeyPage, Scans, SlicePage
-from service.errors import ConfigError, EddyError
-from service.eventtime import MIN_WATERMARK, Clock, SystemClock
-from service.jobs import JobsView, Scope
-from service.metrics import Metrics
-from service.operations import Operation, Operations
-from service.pipeline.base import Pipeline
-from service.pipeline.copartition import co_partition
-from service.runtime.engine import PipelineRuntime
-from service.runtime.served import RuntimeStage
-from service.savepoint.stop import AppStopper, LocalStop, Phase
-from service.settings import Settings
-from service.snapshot.catalog import Kind
-from service.snapshot.take import Snapshotter
-from service.topics import TopicSpec, app_topics, ensure_topics
-from tables.store import StateFormatError
+from eddy.api.app import create_app
+from eddy.app import queries, scans
+from eddy.app.app import App, BuiltApp
+from eddy.app.loader import load_app
+from eddy.app.plan import View
+from eddy.app.queries import ServedStage, StateValue, UnknownKeyError, WindowPage
+from eddy.app.scans import Budget, KeyPage, Scans, SlicePage
+from eddy.errors import ConfigError, EddyError
+from eddy.eventtime import MIN_WATERMARK, Clock, SystemClock
+from eddy.jobs import JobsView, Scope
+from eddy.metrics import Metrics
+from eddy.operations import Operation, Operations
+from eddy.pipeline.base import Pipeline
+from eddy.pipeline.copartition import co_partition
+from eddy.runtime.engine import PipelineRuntime
+from eddy.runtime.served import RuntimeStage
+from eddy.savepoint.stop import AppStopper, LocalStop, Phase
+from eddy.settings import Settings
+from eddy.snapshot.catalog import Kind
+from eddy.snapshot.take import Snapshotter
+from eddy.tables.store import StateFormatError
+from eddy.topics import TopicSpec, app_topics, ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class AgentReads:
 
 
 class Worker(AgentReads):
-    """Runs an app's stages and serves their state. Implements :class:`api.backend.Backend`."""
+    """Runs an app's stages and serves their state. Implements :class:`eddy.api.backend.Backend`."""
 
     def __init__(
         self,
@@ -539,7 +539,7 @@ def prepare(settings: Settings, built: BuiltApp, args: argparse.Namespace) -> No
     """Before any worker process starts: restore a savepoint once, or refuse an app
     that a stop with a savepoint left stopped."""
     if getattr(args, "from_savepoint", None):
-        from service.savepoint.cli import describe_report, restore_from
+        from eddy.savepoint.cli import describe_report, restore_from
 
         report = restore_from(
             settings,
@@ -551,6 +551,6 @@ def prepare(settings: Settings, built: BuiltApp, args: argparse.Namespace) -> No
         )
         log.info("%s", describe_report(report))
     else:
-        from service.savepoint.catalog import check_not_stopped
+        from eddy.savepoint.catalog import check_not_stopped
 
         check_not_stopped(settings)

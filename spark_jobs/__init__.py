@@ -1,8 +1,8 @@
 """Batch analytics on Eddy's state snapshots, run by Spark (docs/snapshots.md).
 
 Each job is a module with ``main(argv)`` and a pure ``transform(...)`` (DataFrames
-in, DataFrames out, no I/O), runnable as ``python -m spark_jobs.<job>`` or with
-``spark-submit``. ``python -m spark_jobs`` runs them all on the newest snapshot.
+in, DataFrames out, no I/O), runnable as ``python -m eddy.spark_jobs.<job>`` or with
+``spark-submit``. ``python -m eddy.spark_jobs`` runs them all on the newest snapshot.
 None imports Faust, the agents or the API.
 """
 

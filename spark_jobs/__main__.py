@@ -1,4 +1,4 @@
-"""``python -m spark_jobs [job options]``: every job on the newest snapshot, in one
+"""``python -m eddy.spark_jobs [job options]``: every job on the newest snapshot, in one
 Spark session; prints where each report is. ``make analytics`` runs this."""
 
 from __future__ import annotations
@@ -8,16 +8,16 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from service.snapshot.layout import SnapshotNotFoundError
-from spark_jobs import JOBS, common
+from eddy.snapshot.layout import SnapshotNotFoundError
+from eddy.spark_jobs import JOBS, common
 
 
 def build_parser() -> argparse.ArgumentParser:
     return common.parser(
         f"Run every job ({', '.join(JOBS)}) on one snapshot of an app, in one Spark "
         "session, and print where each report is. Each job also runs alone: "
-        "python -m spark_jobs.<job>.",
-        prog="python -m spark_jobs",
+        "python -m eddy.spark_jobs.<job>.",
+        prog="python -m eddy.spark_jobs",
     )
 
 

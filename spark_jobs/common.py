@@ -14,17 +14,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from service.cli_parser import OneLineParser, print_error
-from service.errors import EddyError
-from service.paths import eddy_home, root_in_home
-from service.snapshot.layout import SnapshotRoot
-from spark_jobs.objectstore import s3a_conf
-from tables.export import SCHEMA_VERSION
+from eddy.cli_parser import OneLineParser, print_error
+from eddy.errors import EddyError
+from eddy.paths import eddy_home, root_in_home
+from eddy.snapshot.layout import SnapshotRoot
+from eddy.spark_jobs.objectstore import s3a_conf
+from eddy.tables.export import SCHEMA_VERSION
 
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
 
-# tables.export.schema(), as Spark names it.
+# eddy.tables.export.schema(), as Spark names it.
 ROW_SCHEMA = T.StructType(
     [
         T.StructField("key", T.StringType(), False),

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_jobs import common
+from eddy.spark_jobs import common
 
 NAME = "hashtag_trends"
 TOP = 10
@@ -60,7 +60,7 @@ def transform(counts: DataFrame, top_n: int = TOP) -> Trends:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
+    return common.parser(__doc__.splitlines()[0], prog=f"python -m eddy.spark_jobs.{NAME}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

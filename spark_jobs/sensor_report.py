@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_jobs import common
-from spark_jobs.ranking import with_rank
+from eddy.spark_jobs import common
+from eddy.spark_jobs.ranking import with_rank
 
 NAME = "sensor_report"
 STATS = T.StructType(
@@ -32,7 +32,7 @@ STATS = T.StructType(
         T.StructField("max", T.DoubleType()),
     ]
 )
-# agents.sensor_alerts.Counts, as stored (JSON).
+# eddy.examples.sensor_alerts.Counts, as stored (JSON).
 COUNTS = T.StructType(
     [
         T.StructField("readings", T.LongType()),
@@ -49,7 +49,7 @@ class SensorReport(NamedTuple):
 
 
 def transform(results: DataFrame, counts: DataFrame) -> SensorReport:
-    """``results``/``counts``: snapshot rows (tables.export.schema()) of
+    """``results``/``counts``: snapshot rows (eddy.tables.export.schema()) of
     sensor_averages' ``results`` and sensor_alerts' ``state.counts``."""
     windows = results.select(
         F.col("key").alias("sensor_id"),
@@ -90,7 +90,7 @@ def transform(results: DataFrame, counts: DataFrame) -> SensorReport:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
+    return common.parser(__doc__.splitlines()[0], prog=f"python -m eddy.spark_jobs.{NAME}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,8 +15,8 @@ from typing import NamedTuple
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from service.snapshot.layout import SnapshotNotFoundError, SnapshotRoot
-from spark_jobs import common
+from eddy.snapshot.layout import SnapshotNotFoundError, SnapshotRoot
+from eddy.spark_jobs import common
 
 NAME = "snapshot_diff"
 IDENTITY = ["pipeline", "table", "raw_key"]
@@ -60,7 +60,7 @@ def transform(old: DataFrame, new: DataFrame) -> Diff:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
+    p = common.parser(__doc__.splitlines()[0], prog=f"python -m eddy.spark_jobs.{NAME}")
     p.add_argument(
         "--from",
         dest="from_id",

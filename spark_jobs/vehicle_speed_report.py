@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_jobs import common
+from eddy.spark_jobs import common
 
 NAME = "vehicle_speed_report"
 WORST = 10
@@ -73,7 +73,7 @@ def transform(checks: DataFrame, worst_n: int = WORST) -> VehicleReport:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return common.parser(__doc__.splitlines()[0], prog=f"python -m spark_jobs.{NAME}")
+    return common.parser(__doc__.splitlines()[0], prog=f"python -m eddy.spark_jobs.{NAME}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
-    from tables.store import PartitionStore, TableSpec
+    from eddy.tables.store import PartitionStore, TableSpec
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -143,7 +143,7 @@ class CachedTable(Generic[K, V]):
 
 class WatchedCachedTable(CachedTable[K, V]):
     """A cached table that tells ``touched`` which keys each change names: the careful
-    replay of :class:`tables.store.WatchedTransaction` checks those after every record.
+    replay of :class:`eddy.tables.store.WatchedTransaction` checks those after every record.
     A subclass, so the ordinary table pays nothing for it."""
 
     def __init__(

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Literal
 
-from service.eventtime import TimeWindow
-from tables.codecs import key_prefix, window_key_range
-from tables.keyed import state_table
-from tables.store import PartitionStore, TableSpec
-from tables.windows import key_state_table, results_table, session_table, window_table
+from eddy.eventtime import TimeWindow
+from eddy.tables.codecs import key_prefix, window_key_range
+from eddy.tables.keyed import state_table
+from eddy.tables.store import PartitionStore, TableSpec
+from eddy.tables.windows import key_state_table, results_table, session_table, window_table
 
 Layout = Literal["by_key", "by_key_and_window", "by_time"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from service.eventtime import Timer, TimeWindow
-from service.serde import encode_json as encode_value
+from eddy.eventtime import Timer, TimeWindow
+from eddy.serde import encode_json as encode_value
 
 _TIME = struct.Struct(">Q")
 _TWO_TIMES = struct.Struct(">QQ")

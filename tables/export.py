@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from rocksdict import AccessType, Options, Rdict
 
-from tables.codecs import decode_timer, decode_window_first
+from eddy.tables.codecs import decode_timer, decode_window_first
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,7 +68,7 @@ _BIAS = 2**63
 
 
 def _window_keyed(raw_key: bytes, raw_value: bytes) -> Row:
-    # tables.codecs.decode_window_key, inlined: this runs once per exported row.
+    # eddy.tables.codecs.decode_window_key, inlined: this runs once per exported row.
     end = 2 + ((raw_key[0] << 8) | raw_key[1])
     start_ms, end_ms = _TWO_TIMES.unpack_from(raw_key, end)
     return raw_key[2:end], start_ms - _BIAS, end_ms - _BIAS, raw_value
@@ -164,7 +164,7 @@ def raw_value(table: str, value: str | None) -> bytes:
     so a savepoint made of these files restores byte for byte."""
     decode = decoder_for(table)
     if decode is _timer:
-        return b""  # timers keep everything in the key (tables.codecs.encode_empty)
+        return b""  # timers keep everything in the key (eddy.tables.codecs.encode_empty)
     if value is None:
         raise ValueError(f"a row of table {table!r} has no value")
     if decode is _opaque:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
-from tables.store import PartitionTransaction, TableSpec
+from eddy.tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+from eddy.tables.store import PartitionTransaction, TableSpec
 
 
 def state_table(name: str) -> TableSpec[str, Any]:
@@ -15,7 +15,7 @@ def state_table(name: str) -> TableSpec[str, Any]:
 
 
 class StoredStateBackend:
-    """:class:`service.eventtime.state.StateBackend` over a partition transaction."""
+    """:class:`eddy.eventtime.state.StateBackend` over a partition transaction."""
 
     def __init__(self, txn: PartitionTransaction) -> None:
         self._txn = txn

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict
 
-from tables.budget import within_budget
-from tables.store import PartitionStore
+from eddy.tables.budget import within_budget
+from eddy.tables.store import PartitionStore
 
 
 class ReadOnlyStoreError(RuntimeError):

@@ -25,10 +25,10 @@ from typing import Any, Generic, TypeVar, cast
 
 from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
-from tables.budget import within_budget
-from tables.cache import DELETED as _DELETED
-from tables.cache import MISSING as _MISSING
-from tables.cache import CachedTable, WatchedCachedTable
+from eddy.tables.budget import within_budget
+from eddy.tables.cache import DELETED as _DELETED
+from eddy.tables.cache import MISSING as _MISSING
+from eddy.tables.cache import CachedTable, WatchedCachedTable
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -288,7 +288,7 @@ class PartitionTransaction:
 
     A transaction lives as long as its task: :meth:`commit` ends one checkpoint and
     the next one starts on the same object. Tables opened with :meth:`cached` also
-    keep their committed values between checkpoints (:mod:`tables.cache`);
+    keep their committed values between checkpoints (:mod:`eddy.tables.cache`);
     :meth:`discard` drops them with the changes.
     """
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.eventtime import Timer, TimeWindow, WindowEntry, timer_order
-from tables.cache import DELETED, MISSING
-from tables.codecs import (
+from eddy.eventtime import Timer, TimeWindow, WindowEntry, timer_order
+from eddy.tables.cache import DELETED, MISSING
+from eddy.tables.codecs import (
     decode_empty,
     decode_json,
     decode_timer,
@@ -21,7 +21,7 @@ from tables.codecs import (
     encode_window_first,
     encode_window_key,
 )
-from tables.store import PartitionTransaction, TableSpec
+from eddy.tables.store import PartitionTransaction, TableSpec
 
 WindowKey = tuple[str, TimeWindow]
 
@@ -91,7 +91,7 @@ def results_by_window_table(name: str) -> TableSpec[tuple[TimeWindow, str], dict
 
 
 class StoredWindowState:
-    """:class:`service.eventtime.WindowState` over a partition transaction.
+    """:class:`eddy.eventtime.WindowState` over a partition transaction.
 
     Open windows and sessions go through the transaction's write-back cache: they
     are read on nearly every record and deleted when the window is cleaned up, so
@@ -148,8 +148,8 @@ class StoredWindowState:
 
 
 class StoredTimers:
-    """:class:`service.eventtime.TimerStore` on a table whose keys sort as
-    :func:`service.eventtime.timer_order` does (``encode_timer``). Reads see the
+    """:class:`eddy.eventtime.TimerStore` on a table whose keys sort as
+    :func:`eddy.eventtime.timer_order` does (``encode_timer``). Reads see the
     open transaction: the queue pages in timers registered since the last commit."""
 
     def __init__(

@@ -12,10 +12,10 @@ import argparse
 import logging
 from collections.abc import Callable, Sequence
 
-from service import logs
-from service.cli import bounded
-from service.cli_parser import OneLineParser, print_error
-from service.errors import EddyError
+from eddy import logs
+from eddy.cli import bounded
+from eddy.cli_parser import OneLineParser, print_error
+from eddy.errors import EddyError
 
 
 class ToolsParser(OneLineParser):
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         {
             "fetch": "download hadoop-aws for pyspark's Hadoop (once) into $EDDY_HOME/spark; "
             "prints the jars for --jars",
-            "package": "zip spark_jobs, service and tables for spark-submit --py-files",
+            "package": "zip the parts of eddy the jobs use, for spark-submit --py-files",
             "start": "start a standalone master and one worker on free ports",
             "stop": "stop the standalone master and worker",
             "status": "is the standalone cluster running: master URL, pids (exit 1 if not)",

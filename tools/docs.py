@@ -19,21 +19,21 @@ _PLACEHOLDERS = {"SinkSettings": {"postgres_dsn": "postgresql://eddy@127.0.0.1:5
 
 
 def settings_block() -> str:
-    import agents
-    from service.schemas.settings import RegistrySettings
-    from service.settings import Settings, settings_table
+    from eddy import examples
+    from eddy.schemas.settings import RegistrySettings
+    from eddy.settings import Settings, settings_table
 
-    return settings_table([Settings, RegistrySettings, *agents.app.settings_classes()])
+    return settings_table([Settings, RegistrySettings, *examples.app.settings_classes()])
 
 
 def topics_block() -> str:
     """Every topic of the reference app with all its agents on, default settings."""
-    import agents
-    from service.settings import Settings, build
-    from service.topics import topic_roles, topics_table
+    from eddy import examples
+    from eddy.settings import Settings, build
+    from eddy.topics import topic_roles, topics_table
 
     settings = build(Settings, {"topic_prefix": ""})
-    built = agents.app.build(settings, list(agents.app.agent_names), _PLACEHOLDERS)
+    built = examples.app.build(settings, list(examples.app.agent_names), _PLACEHOLDERS)
     return topics_table(topic_roles(built))
 
 

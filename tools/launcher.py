@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 import httpx
 from rich.console import Console
 
-from service.errors import EddyError
-from service.redact import redact_url
-from service.settings import ENV_PREFIX, Settings
+from eddy.errors import EddyError
+from eddy.redact import redact_url
+from eddy.settings import ENV_PREFIX, Settings
 
 console = Console(highlight=False, soft_wrap=True)  # a URL is never cut in two
 STATUS_EVERY_S = 5.0
@@ -177,7 +177,7 @@ class Run:
 
     @property
     def room_service_url(self) -> str:
-        from agents.settings import RoomSettings
+        from eddy.examples.settings import RoomSettings
 
         default = str(RoomSettings.model_fields["room_service_url"].default)
         return os.environ.get(f"{ENV_PREFIX}ROOM_SERVICE_URL", default)
@@ -234,7 +234,7 @@ WITH_SERVICES = ("sensor_rooms", "postgres_sink")
 def with_services(settings: Settings) -> Run:
     """Unless EDDY_AGENTS is set, the reference app's default agents plus those
     that need a service (``sensor_rooms``, ``postgres_sink``)."""
-    from agents import app
+    from eddy.examples import app
 
     agents = tuple(settings.agents) if settings.agents else (*app.default_agents, *WITH_SERVICES)
     env = {f"{ENV_PREFIX}AGENTS": ",".join(agents)}
@@ -273,7 +273,7 @@ async def _start_services(run: Run, logs: Path, children: list[Child]) -> bool:
 
 
 async def launch(settings: Settings, duration_s: float | None, rate: float) -> int:
-    from service.topics import run_cli as create_topics
+    from eddy.topics import run_cli as create_topics
     from tools import localkafka, postgres
 
     run = with_services(settings)
@@ -291,7 +291,7 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
                 started_registry = await asyncio.to_thread(schemaregistry.ensure_running)
         os.environ.update(run.env)  # the topics of every agent that will run
         await asyncio.to_thread(create_topics, argparse.Namespace(action="create", app=None))
-        worker = _spawn("worker", ["service", "worker"], logs, run.env)
+        worker = _spawn("worker", ["eddy", "worker"], logs, run.env)
         children.append(worker)
         with console.status("waiting for the worker to join and restore its state..."):
             await _wait_ready(base, worker)
@@ -331,7 +331,7 @@ async def launch(settings: Settings, duration_s: float | None, rate: float) -> i
 
 async def _snapshot_at_exit(base: str, settings: Settings) -> None:
     """The state as the run leaves it, for `make analytics` (docs/snapshots.md)."""
-    from service.client import request_snapshot
+    from eddy.client import request_snapshot
 
     try:
         with console.status("taking a snapshot of the state..."):
@@ -346,7 +346,7 @@ async def _snapshot_at_exit(base: str, settings: Settings) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     _, settings = load_app_and_settings()
     logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from rich.console import Console
 
-from service.cli_parser import print_json
+from eddy.cli_parser import print_json
 
 
 class LocalServer(Protocol):

@@ -33,16 +33,16 @@ from fastapi import APIRouter, FastAPI, Path, Query, Request
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
-from api.backend import Backend
-from api.deps import BackendDep
-from api.errors import PROBLEM_RESPONSES, BadRequestError
-from api.fastpath import PointAnswer, plain_int
-from api.forward import ask_owners
-from api.params import MAX_TIME_MS, FromMs, Key, Limit, ToMs, page_limit
-from api.schemas import Freshness
-from service.app.plan import View
-from service.app.queries import UnknownKeyError
-from service.app.scans import MAX_CONTINUATION_CHARS, merge_pages, position, sort_key
+from eddy.api.backend import Backend
+from eddy.api.deps import BackendDep
+from eddy.api.errors import PROBLEM_RESPONSES, BadRequestError
+from eddy.api.fastpath import PointAnswer, plain_int
+from eddy.api.forward import ask_owners
+from eddy.api.params import MAX_TIME_MS, FromMs, Key, Limit, ToMs, page_limit
+from eddy.api.schemas import Freshness
+from eddy.app.plan import View
+from eddy.app.queries import UnknownKeyError
+from eddy.app.scans import MAX_CONTINUATION_CHARS, merge_pages, position, sort_key
 
 router = APIRouter(prefix="/agents", tags=["agents"])
 Name = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]

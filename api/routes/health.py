@@ -10,10 +10,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from api.deps import BackendDep
-from api.errors import problem
-from api.schemas import Health, Readiness
-from service.app.web import Problem
+from eddy.api.deps import BackendDep
+from eddy.api.errors import problem
+from eddy.api.schemas import Health, Readiness
+from eddy.app.web import Problem
 
 router = APIRouter(tags=["health"])
 

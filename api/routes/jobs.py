@@ -1,7 +1,7 @@
 """The operations view: every stage's partitions across the app (``GET /jobs``).
 
 The worker asked answers for its own partitions and asks each peer for theirs
-(``service/jobs.py``); ``python -m service status`` prints this as a table.
+(``service/jobs.py``); ``python -m eddy status`` prints this as a table.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
-from api.errors import PROBLEM_RESPONSES, BadRequestError
-from service.redact import redact_all
+from eddy.api.errors import PROBLEM_RESPONSES, BadRequestError
+from eddy.redact import redact_all
 
 router = APIRouter(tags=["operations"])
 

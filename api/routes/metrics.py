@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
-from api.deps import BackendDep
+from eddy.api.deps import BackendDep
 
 router = APIRouter(tags=["operations"])
 

@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from api.errors import PROBLEM_RESPONSES, BadRequestError
-from service.app.queries import UnknownKeyError
-from service.app.web import Problem
-from service.snapshot import catalog
-from service.snapshot.layout import (
+from eddy.api.errors import PROBLEM_RESPONSES, BadRequestError
+from eddy.app.queries import UnknownKeyError
+from eddy.app.web import Problem
+from eddy.snapshot import catalog
+from eddy.snapshot.layout import (
     ID_PATTERN,
     BrokenSnapshotError,
     SnapshotNotFoundError,

@@ -10,12 +10,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
-from api.deps import BackendDep
-from api.errors import PROBLEM_RESPONSES, BadRequestError
-from api.params import MAX_TIME_MS, FromMs, Limit, ToMs, page_limit
-from api.schemas import Freshness
-from service.app.queries import UnknownKeyError
-from service.eventtime import MIN_WATERMARK
+from eddy.api.deps import BackendDep
+from eddy.api.errors import PROBLEM_RESPONSES, BadRequestError
+from eddy.api.params import MAX_TIME_MS, FromMs, Limit, ToMs, page_limit
+from eddy.api.schemas import Freshness
+from eddy.app.queries import UnknownKeyError
+from eddy.eventtime import MIN_WATERMARK
 
 router = APIRouter(tags=["tables"])
 Name = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]

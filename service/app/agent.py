@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.app.settings import AgentSettings
-from service.app.topic import Topic
-from service.eventtime.descriptors import StateDescriptor
-from service.eventtime.process import Context
-from service.eventtime.watermarks import WatermarkStrategy
+from eddy.app.settings import AgentSettings
+from eddy.app.topic import Topic
+from eddy.eventtime.descriptors import StateDescriptor
+from eddy.eventtime.process import Context
+from eddy.eventtime.watermarks import WatermarkStrategy
 
 Handler = Callable[..., Any]
 

@@ -22,17 +22,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from service.app.agent import AgentDef, check_outputs
-from service.app.plan import Builder, Compiled, PlanError, View, compile_agent, compile_stream
-from service.app.settings import AgentSettings
-from service.app.stream import KEYED_STEPS, TERMINALS, BroadcastStream, Stream
-from service.app.topic import Topic
-from service.errors import ConfigError
-from service.eventtime.descriptors import StateDescriptor
-from service.eventtime.watermarks import WatermarkStrategy
-from service.pipeline.base import Pipeline
-from service.schemas.binder import SchemaBinder
-from service.settings import Settings, build, env_prefix, variables
+from eddy.app.agent import AgentDef, check_outputs
+from eddy.app.plan import Builder, Compiled, PlanError, View, compile_agent, compile_stream
+from eddy.app.settings import AgentSettings
+from eddy.app.stream import KEYED_STEPS, TERMINALS, BroadcastStream, Stream
+from eddy.app.topic import Topic
+from eddy.errors import ConfigError
+from eddy.eventtime.descriptors import StateDescriptor
+from eddy.eventtime.watermarks import WatermarkStrategy
+from eddy.pipeline.base import Pipeline
+from eddy.schemas.binder import SchemaBinder
+from eddy.settings import Settings, build, env_prefix, variables
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -194,7 +194,7 @@ class App:
         group_id: str | None = None,
     ) -> Callable[[Callable[..., Any]], AgentDef]:
         """Decorate ``(async) def f(value, ctx)``: record-at-a-time logic with keyed
-        state, timers and awaitable I/O (see :mod:`service.app.agent`).
+        state, timers and awaitable I/O (see :mod:`eddy.app.agent`).
 
         Args:
             outputs: every topic the function sends to (``ctx.send(topic, v)``).

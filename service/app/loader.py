@@ -13,10 +13,10 @@ import os
 import sys
 from typing import Any
 
-from service.app.app import App
-from service.errors import ConfigError
-from service.pipeline.source import failure
-from service.settings import DEFAULT_APP, Settings, load_settings
+from eddy.app.app import App
+from eddy.errors import ConfigError
+from eddy.pipeline.source import failure
+from eddy.settings import DEFAULT_APP, Settings, load_settings
 
 APP_VARIABLE = "EDDY_APP"
 

@@ -4,8 +4,8 @@ A fluent chain or an ``@app.agent`` becomes one stage (a keyed step with its
 stateless steps fused in), or two when ``key_by`` repartitions: a re-keying
 stage writing to ``<app_id>-<agent>-repartition`` with watermark markers, then
 the keyed stage reading it. Both ways of writing an agent end on the same
-operators: :class:`~service.pipeline.windowed.WindowedAggregation`,
-:class:`~service.pipeline.keyed.KeyedProcess` and the others in
+operators: :class:`~eddy.pipeline.windowed.WindowedAggregation`,
+:class:`~eddy.pipeline.keyed.KeyedProcess` and the others in
 ``service/pipeline/``.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.app.agent import AgentDef, agent_function
-from service.app.settings import AgentSettings
-from service.app.stream import (
+from eddy.app.agent import AgentDef, agent_function
+from eddy.app.settings import AgentSettings
+from eddy.app.stream import (
     KEYED_STEPS,
     BroadcastStep,
     EnrichStep,
@@ -36,32 +36,32 @@ from service.app.stream import (
     WindowStep,
     return_type,
 )
-from service.app.topic import Topic
-from service.errors import ConfigError
-from service.eventtime import BoundedOutOfOrderness, WindowSpec
-from service.eventtime.descriptors import StateDescriptor
-from service.eventtime.functions import field as accessor
-from service.eventtime.joins import IntervalJoin, window_cogroup, window_join
-from service.eventtime.watermarks import (
+from eddy.app.topic import Topic
+from eddy.errors import ConfigError
+from eddy.eventtime import BoundedOutOfOrderness, WindowSpec
+from eddy.eventtime.descriptors import StateDescriptor
+from eddy.eventtime.functions import field as accessor
+from eddy.eventtime.joins import IntervalJoin, window_cogroup, window_join
+from eddy.eventtime.watermarks import (
     FromUpstream,
     NoWatermarks,
     PerInput,
     WatermarkStrategy,
 )
-from service.eventtime.windows import Global
-from service.pipeline.base import Pipeline, Target
-from service.pipeline.enrich import AsyncEnrichment
-from service.pipeline.keyed import MAIN, KeyedProcess
-from service.pipeline.pgsink import PostgresSink
-from service.pipeline.repartition import Repartition
-from service.pipeline.source import Source
-from service.pipeline.stateless import Forward
-from service.pipeline.windowed import WindowedAggregation, window_record
-from service.schemas.base import SchemaSerde
-from service.schemas.binder import SchemaBinder
-from service.serde import Json, JsonModel, Serde
-from service.settings import Settings
-from tables.schema import StateSchema, json_schema
+from eddy.eventtime.windows import Global
+from eddy.pipeline.base import Pipeline, Target
+from eddy.pipeline.enrich import AsyncEnrichment
+from eddy.pipeline.keyed import MAIN, KeyedProcess
+from eddy.pipeline.pgsink import PostgresSink
+from eddy.pipeline.repartition import Repartition
+from eddy.pipeline.source import Source
+from eddy.pipeline.stateless import Forward
+from eddy.pipeline.windowed import WindowedAggregation, window_record
+from eddy.schemas.base import SchemaSerde
+from eddy.schemas.binder import SchemaBinder
+from eddy.serde import Json, JsonModel, Serde
+from eddy.settings import Settings
+from eddy.tables.schema import StateSchema, json_schema
 
 
 class PlanError(ConfigError):

@@ -15,11 +15,11 @@ from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 
-from service.app.plan import View
-from service.app.reads import has_results, has_windows, state_value, window_rows
-from tables import catalog
-from tables.codecs import decode_str
-from tables.store import PartitionStore
+from eddy.app.plan import View
+from eddy.app.reads import has_results, has_windows, state_value, window_rows
+from eddy.tables import catalog
+from eddy.tables.codecs import decode_str
+from eddy.tables.store import PartitionStore
 
 
 class QueryError(Exception):

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from service.eventtime.descriptors import StateDescriptor
-from service.eventtime.windows import TimeWindow
-from service.pipeline.windowed import RESULTS
-from tables.codecs import key_prefix, window_key_range
-from tables.keyed import state_table
-from tables.store import PartitionStore
-from tables.windows import window_table
+from eddy.eventtime.descriptors import StateDescriptor
+from eddy.eventtime.windows import TimeWindow
+from eddy.pipeline.windowed import RESULTS
+from eddy.tables.codecs import key_prefix, window_key_range
+from eddy.tables.keyed import state_table
+from eddy.tables.store import PartitionStore
+from eddy.tables.windows import window_table
 
 OPEN_WINDOWS = window_table("windows")
 

@@ -27,18 +27,18 @@ from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from service.app.plan import View
-from service.app.queries import (
+from eddy.app.plan import View
+from eddy.app.queries import (
     PartitionUnavailableError,
     ServedPartition,
     ServedStage,
     each_served,
 )
-from service.eventtime import TimeWindow
-from service.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
-from tables.codecs import encode_str, encode_time, window_prefix
-from tables.keyed import state_table
-from tables.store import PartitionStore
+from eddy.eventtime import TimeWindow
+from eddy.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
+from eddy.tables.codecs import encode_str, encode_time, window_prefix
+from eddy.tables.keyed import state_table
+from eddy.tables.store import PartitionStore
 
 T = TypeVar("T")
 # A scan examines one entry per step and returns its page at the end.
@@ -53,7 +53,7 @@ Examined = tuple[bytes, str, Any]
 MAX_CONTINUATION_CHARS = 4_096
 # Past every window of a key: a window is 16 bytes after the key in a results table.
 _PAST_WINDOWS = b"\xff" * 16
-_MAX_KEY_BYTES = 0xFFFF  # tables.codecs.encode_str's limit
+_MAX_KEY_BYTES = 0xFFFF  # eddy.tables.codecs.encode_str's limit
 
 
 def _raw(value: bytes) -> bytes:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from pydantic_settings import SettingsConfigDict
 
-from service.redacted_settings import RedactedSettings
-from service.settings import ENV_PREFIX
+from eddy.redacted_settings import RedactedSettings
+from eddy.settings import ENV_PREFIX
 
 
 class AgentSettings(RedactedSettings):

@@ -29,17 +29,17 @@ from typing import (
     get_type_hints,
 )
 
-from service.app.topic import KeySpec, Topic
-from service.eventtime.descriptors import StateDescriptor
-from service.eventtime.functions import AggregateFunction, Evictor, ProcessWindowFunction, Reduce
-from service.eventtime.triggers import Trigger
-from service.eventtime.watermarks import WatermarkStrategy
-from service.eventtime.window_state import WindowResult
-from service.eventtime.windows import WindowAssigner
+from eddy.app.topic import KeySpec, Topic
+from eddy.eventtime.descriptors import StateDescriptor
+from eddy.eventtime.functions import AggregateFunction, Evictor, ProcessWindowFunction, Reduce
+from eddy.eventtime.triggers import Trigger
+from eddy.eventtime.watermarks import WatermarkStrategy
+from eddy.eventtime.window_state import WindowResult
+from eddy.eventtime.windows import WindowAssigner
 
 if TYPE_CHECKING:
-    from service.app.app import App
-    from service.pipeline.pgsink import PostgresUpsert
+    from eddy.app.app import App
+    from eddy.pipeline.pgsink import PostgresUpsert
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -231,7 +231,7 @@ class Stream(Generic[T]):
         """Flink's ``countWindow``: every ``size`` elements per key (tumbling), or
         every ``slide`` elements over the last ``size`` (sliding); ``timeout_ms``
         of processing time fires a window that stopped filling up."""
-        from service.eventtime.spec import count_window
+        from eddy.eventtime.spec import count_window
 
         assigner, trigger, evictor = count_window(size, slide, timeout_ms)
         return WindowedStream(self, WindowStep(assigner, trigger, evictor))

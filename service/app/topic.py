@@ -21,8 +21,8 @@ from typing import Any, Generic
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
-from service.eventtime.functions import field as accessor
-from service.serde import Json, JsonModel, Serde
+from eddy.eventtime.functions import field as accessor
+from eddy.serde import Json, JsonModel, Serde
 
 V = TypeVar("V", default=Any)  # a topic without a model holds any JSON
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")

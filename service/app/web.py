@@ -19,7 +19,7 @@ from typing import Annotated, Any, Protocol
 from fastapi import Depends, Request
 from pydantic import BaseModel, Field
 
-from service.app.queries import StateValue, WindowPage
+from eddy.app.queries import StateValue, WindowPage
 
 MAX_TIME_MS = 2**62
 

@@ -6,8 +6,8 @@ and in-memory state, and the same definitions run in workers, in the replay CLI
 and in the operator harness.
 """
 
-from service.eventtime.clock import Clock, FakeClock, SystemClock
-from service.eventtime.functions import (
+from eddy.eventtime.clock import Clock, FakeClock, SystemClock
+from eddy.eventtime.functions import (
     AggregateFunction,
     Avg,
     Count,
@@ -23,9 +23,9 @@ from service.eventtime.functions import (
     TimeEvictor,
     WindowContext,
 )
-from service.eventtime.operator import WindowOperator, WindowSpec
-from service.eventtime.timers import Timer, TimerQueue, TimerStore, timer_order
-from service.eventtime.triggers import (
+from eddy.eventtime.operator import WindowOperator, WindowSpec
+from eddy.eventtime.timers import Timer, TimerQueue, TimerStore, timer_order
+from eddy.eventtime.triggers import (
     ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeTrigger,
@@ -36,7 +36,7 @@ from service.eventtime.triggers import (
     TriggerBase,
     TriggerResult,
 )
-from service.eventtime.watermarks import (
+from eddy.eventtime.watermarks import (
     MIN_WATERMARK,
     Ascending,
     BoundedOutOfOrderness,
@@ -45,8 +45,8 @@ from service.eventtime.watermarks import (
     WatermarkStrategy,
     WatermarkTracker,
 )
-from service.eventtime.window_state import WindowEntry, WindowResult, WindowState
-from service.eventtime.windows import (
+from eddy.eventtime.window_state import WindowEntry, WindowResult, WindowState
+from eddy.eventtime.windows import (
     GLOBAL_WINDOW,
     Global,
     Session,

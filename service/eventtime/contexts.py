@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from service.eventtime.window_state import WindowEntry
-from service.eventtime.windows import TimeWindow
+from eddy.eventtime.window_state import WindowEntry
+from eddy.eventtime.windows import TimeWindow
 
 if TYPE_CHECKING:
-    from service.eventtime.operator import WindowOperator
+    from eddy.eventtime.operator import WindowOperator
 
 
 class TriggerCtx:

@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from service.eventtime.functions import AggregateFunction, Evictor, ProcessWindowFunction
-from service.eventtime.triggers import (
+from eddy.eventtime.functions import AggregateFunction, Evictor, ProcessWindowFunction
+from eddy.eventtime.triggers import (
     EventTimeTrigger,
     NeverTrigger,
     ProcessingTimeTrigger,
     Trigger,
 )
-from service.eventtime.windows import Sliding, WindowAssigner
+from eddy.eventtime.windows import Sliding, WindowAssigner
 
 #: The most windows one element may belong to. A sliding window puts each record in
 #: ``size / slide`` windows, each a state update and a timer: 10 to 25 us each (the

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from service.eventtime.ttl import Ttl
+from eddy.eventtime.ttl import Ttl
 
 if TYPE_CHECKING:
-    from service.eventtime.state import KeyedStates
+    from eddy.eventtime.state import KeyedStates
 
 T = TypeVar("T")
 Kind = Literal["value", "list", "map"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
 
-from service.eventtime.windows import TimeWindow
+from eddy.eventtime.windows import TimeWindow
 
 IN = TypeVar("IN", contravariant=True)
 ACC = TypeVar("ACC")

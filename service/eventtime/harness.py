@@ -8,14 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.eventtime.joins import tag
-from service.eventtime.keyed import MAX_WATERMARK, KeyedWindows
-from service.eventtime.memory import MemoryStateBackend, MemoryTimerStore, MemoryWindowState
-from service.eventtime.operator import WindowSpec
-from service.eventtime.process import Emitted, ProcessOperator
-from service.eventtime.watermarks import WatermarkStrategy
-from service.eventtime.window_state import WindowResult
-from service.eventtime.windows import GLOBAL_WINDOW
+from eddy.eventtime.joins import tag
+from eddy.eventtime.keyed import MAX_WATERMARK, KeyedWindows
+from eddy.eventtime.memory import MemoryStateBackend, MemoryTimerStore, MemoryWindowState
+from eddy.eventtime.operator import WindowSpec
+from eddy.eventtime.process import Emitted, ProcessOperator
+from eddy.eventtime.watermarks import WatermarkStrategy
+from eddy.eventtime.window_state import WindowResult
+from eddy.eventtime.windows import GLOBAL_WINDOW
 
 MAIN = "main"
 

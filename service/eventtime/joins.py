@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.eventtime.functions import WindowContext
-from service.eventtime.operator import WindowSpec
-from service.eventtime.process import Context
-from service.eventtime.ttl import Ttl
-from service.eventtime.windows import WindowAssigner
+from eddy.eventtime.functions import WindowContext
+from eddy.eventtime.operator import WindowSpec
+from eddy.eventtime.process import Context
+from eddy.eventtime.ttl import Ttl
+from eddy.eventtime.windows import WindowAssigner
 
 LEFT, RIGHT = 0, 1
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from service.eventtime.operator import WindowOperator, WindowSpec
-from service.eventtime.timers import TimerQueue, TimerStore
-from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
-from service.eventtime.window_state import WindowResult, WindowState
+from eddy.eventtime.operator import WindowOperator, WindowSpec
+from eddy.eventtime.timers import TimerQueue, TimerStore
+from eddy.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
+from eddy.eventtime.window_state import WindowResult, WindowState
 
 MAX_WATERMARK = 2**63 - 1  # end of a bounded input: every event-time timer fires
 

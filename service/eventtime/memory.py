@@ -6,9 +6,9 @@ import bisect
 import copy
 from typing import Any
 
-from service.eventtime.timers import Timer, timer_order
-from service.eventtime.window_state import WindowEntry
-from service.eventtime.windows import TimeWindow
+from eddy.eventtime.timers import Timer, timer_order
+from eddy.eventtime.window_state import WindowEntry
+from eddy.eventtime.windows import TimeWindow
 
 
 class MemoryWindowState:
@@ -47,7 +47,7 @@ class MemoryWindowState:
 
 
 class MemoryTimerStore:
-    """:class:`service.eventtime.TimerStore` in a set. All timers stay in the queue's
+    """:class:`eddy.eventtime.TimerStore` in a set. All timers stay in the queue's
     memory unless ``page_size`` asks it to page them as it would from RocksDB."""
 
     def __init__(self, page_size: int | None = None) -> None:
@@ -71,7 +71,7 @@ class MemoryTimerStore:
 
 
 class MemoryStateBackend:
-    """:class:`service.eventtime.state.StateBackend` in a dict (deep copies, as a
+    """:class:`eddy.eventtime.state.StateBackend` in a dict (deep copies, as a
     serialising store would hand out)."""
 
     def __init__(self) -> None:

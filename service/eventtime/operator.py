@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.eventtime.contexts import ProcessCtx, TriggerCtx
-from service.eventtime.definition import WindowSpec
-from service.eventtime.timers import Timer, TimerQueue
-from service.eventtime.triggers import EventTimeTrigger, TriggerResult
-from service.eventtime.watermarks import MIN_WATERMARK
-from service.eventtime.window_state import Timing, WindowEntry, WindowResult, WindowState
-from service.eventtime.windows import MAX_TIME_MS, TimeWindow, Tumbling
+from eddy.eventtime.contexts import ProcessCtx, TriggerCtx
+from eddy.eventtime.definition import WindowSpec
+from eddy.eventtime.timers import Timer, TimerQueue
+from eddy.eventtime.triggers import EventTimeTrigger, TriggerResult
+from eddy.eventtime.watermarks import MIN_WATERMARK
+from eddy.eventtime.window_state import Timing, WindowEntry, WindowResult, WindowState
+from eddy.eventtime.windows import MAX_TIME_MS, TimeWindow, Tumbling
 
 __all__ = ["Timing", "WindowEntry", "WindowOperator", "WindowResult", "WindowSpec", "WindowState"]
 

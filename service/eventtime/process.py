@@ -15,9 +15,9 @@ import inspect
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
-from service.eventtime.state import TTL_NAMESPACE, KeyedStates, StateBackend
-from service.eventtime.timers import Timer, TimerQueue, TimerStore
-from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
+from eddy.eventtime.state import TTL_NAMESPACE, KeyedStates, StateBackend
+from eddy.eventtime.timers import Timer, TimerQueue, TimerStore
+from eddy.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
 
 T = TypeVar("T")
 MAIN = "main"

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.eventtime.spec import AscendingWatermark, BoundedWatermark, ExplicitWatermark
-from service.eventtime.watermarks import BoundedOutOfOrderness, WatermarkStrategy
+from eddy.eventtime.spec import AscendingWatermark, BoundedWatermark, ExplicitWatermark
+from eddy.eventtime.watermarks import BoundedOutOfOrderness, WatermarkStrategy
 
 
 class InputSpec(BaseModel):

@@ -21,8 +21,8 @@ from pydantic import (
     model_validator,
 )
 
-from service.eventtime.definition import check_windows_per_element
-from service.eventtime.functions import (
+from eddy.eventtime.definition import check_windows_per_element
+from eddy.eventtime.functions import (
     AggregateFunction,
     Avg,
     Count,
@@ -37,9 +37,9 @@ from service.eventtime.functions import (
     TimeEvictor,
     WindowContext,
 )
-from service.eventtime.joins import window_cogroup, window_join
-from service.eventtime.operator import WindowSpec
-from service.eventtime.triggers import (
+from eddy.eventtime.joins import window_cogroup, window_join
+from eddy.eventtime.operator import WindowSpec
+from eddy.eventtime.triggers import (
     ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeTrigger,
@@ -47,8 +47,8 @@ from service.eventtime.triggers import (
     PurgingTrigger,
     Trigger,
 )
-from service.eventtime.watermarks import BoundedOutOfOrderness, WatermarkStrategy
-from service.eventtime.windows import Global, Session, Sliding, Tumbling, WindowAssigner
+from eddy.eventtime.watermarks import BoundedOutOfOrderness, WatermarkStrategy
+from eddy.eventtime.windows import Global, Session, Sliding, Tumbling, WindowAssigner
 
 
 class _Strict(BaseModel):

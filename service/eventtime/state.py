@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
-from service.eventtime.functions import AggregateFunction
-from service.eventtime.timers import Timer, TimerQueue
-from service.eventtime.ttl import Ttl
+from eddy.eventtime.functions import AggregateFunction
+from eddy.eventtime.timers import Timer, TimerQueue
+from eddy.eventtime.ttl import Ttl
 
 if TYPE_CHECKING:
-    from service.eventtime.descriptors import (
+    from eddy.eventtime.descriptors import (
         Entries,
         Items,
         ListState,
@@ -63,7 +63,7 @@ class KeyedStates:
     def __call__(self, descriptor: MapState[T]) -> Entries[T]: ...
     def __call__(self, descriptor: StateDescriptor[Any]) -> Any:
         """The current key's state named by ``descriptor``, typed as it declares."""
-        from service.eventtime.descriptors import Entries, Items, Value
+        from eddy.eventtime.descriptors import Entries, Items, Value
 
         handle = {"value": Value, "list": Items, "map": Entries}[descriptor.kind]
         return handle(self, descriptor)

@@ -4,7 +4,7 @@ JSON readers (JavaScript's among them) hold numbers as doubles, which are exact
 only up to 2^53: a larger time would come back as another one, and windows and
 timers near 2^63 overflow the 64-bit integers Kafka and the state store use. The
 worker dead-letters a record whose time is outside the range
-(``service.pipeline.source``); the replay CLI refuses such an input line. One
+(``eddy.pipeline.source``); the replay CLI refuses such an input line. One
 bound, so the two cannot disagree.
 """
 

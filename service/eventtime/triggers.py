@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from service.eventtime.windows import MAX_TIME_MS, TimeWindow
+from eddy.eventtime.windows import MAX_TIME_MS, TimeWindow
 
 
 class TriggerResult(Enum):

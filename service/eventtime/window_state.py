@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from service.eventtime.windows import TimeWindow
+from eddy.eventtime.windows import TimeWindow
 
 Timing = Literal["first", "update"]
 

@@ -3,7 +3,7 @@
 Time windows are half-open ``[start_ms, end_ms)``; a window's last instant,
 ``end_ms - 1``, is when the default trigger fires it. The global window holds
 everything and never ends; count windows are the global window with a count
-trigger (see :mod:`service.eventtime.spec`).
+trigger (see :mod:`eddy.eventtime.spec`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tables.schema import StateSchema
-from tables.store import ENCODE_ERRORS, PartitionStore, PartitionTransaction, shortened
+from eddy.tables.schema import StateSchema
+from eddy.tables.store import ENCODE_ERRORS, PartitionStore, PartitionTransaction, shortened
 
 Headers = Sequence[tuple[str, bytes]]
 # What encoding an output raises for a value its topic cannot carry (a serde's
@@ -57,7 +57,7 @@ class Target:
         try:
             values = list(self.steps(value))
         except Exception as exc:
-            from service.pipeline.source import failure
+            from eddy.pipeline.source import failure
 
             raise StepError(f"writing to {self.topic}: {failure('a step', exc)}") from exc
         return [self.encode(v) for v in values]

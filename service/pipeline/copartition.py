@@ -15,10 +15,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from service.eventtime.watermarks import BoundedOutOfOrderness, PerInput
-from service.pipeline.base import Pipeline, Target
-from service.pipeline.repartition import Repartition
-from service.pipeline.source import Source
+from eddy.eventtime.watermarks import BoundedOutOfOrderness, PerInput
+from eddy.pipeline.base import Pipeline, Target
+from eddy.pipeline.repartition import Repartition
+from eddy.pipeline.source import Source
 
 log = logging.getLogger(__name__)
 

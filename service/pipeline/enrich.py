@@ -6,7 +6,7 @@ Up to ``capacity`` lookups per partition are in flight at once; a lookup that
 fails is retried with exponential backoff, and one that has no answer (``lookup``
 returned None), keeps failing, or is not answered within ``timeout_ms`` in all
 gives ``fallback`` instead. Results leave in input order (``ordered``) or as they
-finish, never across a watermark (:mod:`service.eventtime.async_wait`); the
+finish, never across a watermark (:mod:`eddy.eventtime.async_wait`); the
 watermark enters the queue every ``watermark_interval_ms`` of processing time
 and before each checkpoint, as Flink's periodic watermarks do.
 
@@ -27,13 +27,13 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt, wait_exponential
 
-from service.eventtime.async_wait import AsyncWaitQueue, Result, Watermark
-from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
-from service.pipeline.base import InputRecord, Output, Target
-from service.pipeline.keyed import META
-from service.pipeline.source import Source
-from tables.schema import StateSchema
-from tables.store import PartitionStore, PartitionTransaction
+from eddy.eventtime.async_wait import AsyncWaitQueue, Result, Watermark
+from eddy.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
+from eddy.pipeline.base import InputRecord, Output, Target
+from eddy.pipeline.keyed import META
+from eddy.pipeline.source import Source
+from eddy.tables.schema import StateSchema
+from eddy.tables.store import PartitionStore, PartitionTransaction
 
 Lookup = Callable[[Any], Awaitable[Any | None]]
 
@@ -112,7 +112,7 @@ async def look_up(
 
 
 class EnrichmentLogic:
-    """:class:`service.pipeline.base.AsyncLogic` of an :class:`AsyncEnrichment`."""
+    """:class:`eddy.pipeline.base.AsyncLogic` of an :class:`AsyncEnrichment`."""
 
     def __init__(
         self, definition: AsyncEnrichment, store: PartitionStore, txn: PartitionTransaction

@@ -1,8 +1,8 @@
 """Process-function stages: a (co-)process function over one or two keyed,
 co-partitioned inputs, optionally with a broadcast (control) input.
 
-Each input's records become keyed elements (:mod:`service.pipeline.source`) and
-reach the function through :class:`service.eventtime.process.ProcessOperator`
+Each input's records become keyed elements (:mod:`eddy.pipeline.source`) and
+reach the function through :class:`eddy.eventtime.process.ProcessOperator`
 as their typed values. Keyed state, timers and the watermark live in the
 partition's RocksDB store, and everything the function emits commits with the
 input offsets. A function whose handlers are ``async def`` (an async agent) is
@@ -15,17 +15,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.eventtime.process import Emitted, ProcessOperator
-from service.eventtime.watermarks import WatermarkStrategy
-from service.pipeline.base import InputRecord, Output, Target
-from service.pipeline.markers import marker_of
-from service.pipeline.source import Read, Source
-from service.serde import DecodeError
-from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
-from tables.keyed import StoredStateBackend, state_table
-from tables.schema import StateSchema
-from tables.store import PartitionStore, PartitionTransaction, TableSpec
-from tables.windows import StoredTimers, timer_table
+from eddy.eventtime.process import Emitted, ProcessOperator
+from eddy.eventtime.watermarks import WatermarkStrategy
+from eddy.pipeline.base import InputRecord, Output, Target
+from eddy.pipeline.markers import marker_of
+from eddy.pipeline.source import Read, Source
+from eddy.serde import DecodeError
+from eddy.tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+from eddy.tables.keyed import StoredStateBackend, state_table
+from eddy.tables.schema import StateSchema
+from eddy.tables.store import PartitionStore, PartitionTransaction, TableSpec
+from eddy.tables.windows import StoredTimers, timer_table
 
 EVENT_TIMERS = timer_table("ptimers")
 PROCESSING_TIMERS = timer_table("ptimers.processing")
@@ -86,7 +86,7 @@ class KeyedProcess:
 
 
 class ProcessLogic:
-    """:class:`service.pipeline.base.PartitionLogic` of a :class:`KeyedProcess`."""
+    """:class:`eddy.pipeline.base.PartitionLogic` of a :class:`KeyedProcess`."""
 
     def __init__(
         self, definition: KeyedProcess, store: PartitionStore, txn: PartitionTransaction

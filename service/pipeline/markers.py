@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.pipeline.base import InputRecord
+from eddy.pipeline.base import InputRecord
 
 WATERMARK = "eddy.watermark"
 UPSTREAM = "eddy.upstream"

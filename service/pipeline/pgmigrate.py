@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.errors import EddyError
+from eddy.errors import EddyError
 
 
 class MigrationError(EddyError):

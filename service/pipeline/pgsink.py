@@ -22,13 +22,13 @@ from typing import Any
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from service.eventtime.watermarks import MIN_WATERMARK
-from service.pipeline.base import InputRecord, Output
-from service.pipeline.markers import marker_of
-from service.pipeline.pgmigrate import Migration, migrate, quote
-from service.pipeline.source import Source
-from tables.schema import StateSchema
-from tables.store import PartitionStore, PartitionTransaction
+from eddy.eventtime.watermarks import MIN_WATERMARK
+from eddy.pipeline.base import InputRecord, Output
+from eddy.pipeline.markers import marker_of
+from eddy.pipeline.pgmigrate import Migration, migrate, quote
+from eddy.pipeline.source import Source
+from eddy.tables.schema import StateSchema
+from eddy.tables.store import PartitionStore, PartitionTransaction
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class PostgresSink:
 
 
 class SinkLogic:
-    """:class:`service.pipeline.base.AsyncLogic` of a :class:`PostgresSink`: buffers
+    """:class:`eddy.pipeline.base.AsyncLogic` of a :class:`PostgresSink`: buffers
     decoded records and upserts them at each checkpoint, or sooner when
     ``max_batch_rows`` are waiting. It keeps no state of its own."""
 

@@ -7,7 +7,7 @@ downstream task now receives records from every upstream task, each upstream
 task also writes its watermark into every partition of the repartition topic as
 a control record (an empty value with ``eddy.watermark`` headers), inside the
 same transaction as its data. A downstream stage whose watermark strategy is
-:class:`service.eventtime.watermarks.FromUpstream` takes the minimum over the
+:class:`eddy.eventtime.watermarks.FromUpstream` takes the minimum over the
 upstream tasks (minus idle ones), as Flink does across a shuffle.
 """
 
@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
-from service.pipeline.base import InputRecord, Output, Target
-from service.pipeline.keyed import META
-from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK, marker_of
-from service.pipeline.source import Source
-from tables.schema import StateSchema
-from tables.store import PartitionStore, PartitionTransaction
+from eddy.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy, WatermarkTracker
+from eddy.pipeline.base import InputRecord, Output, Target
+from eddy.pipeline.keyed import META
+from eddy.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK, marker_of
+from eddy.pipeline.source import Source
+from eddy.tables.schema import StateSchema
+from eddy.tables.store import PartitionStore, PartitionTransaction
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,10 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import BaseModel
 
-from service.eventtime.timestamps import EVENT_TIME_RANGE, MAX_EVENT_TIME_MS
-from service.pipeline.base import InputRecord, Output
-from service.schemas.base import BoundSerde
-from service.serde import DecodeError, Serde
+from eddy.eventtime.timestamps import EVENT_TIME_RANGE, MAX_EVENT_TIME_MS
+from eddy.pipeline.base import InputRecord, Output
+from eddy.schemas.base import BoundSerde
+from eddy.serde import DecodeError, Serde
 
 log = logging.getLogger(__name__)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from service.eventtime.watermarks import MIN_WATERMARK
-from service.pipeline.base import InputRecord, Output, Target
-from service.pipeline.markers import marker_of
-from service.pipeline.source import Source
-from tables.schema import StateSchema
-from tables.store import PartitionStore, PartitionTransaction
+from eddy.eventtime.watermarks import MIN_WATERMARK
+from eddy.pipeline.base import InputRecord, Output, Target
+from eddy.pipeline.markers import marker_of
+from eddy.pipeline.source import Source
+from eddy.tables.schema import StateSchema
+from eddy.tables.store import PartitionStore, PartitionTransaction
 
 
 @dataclass(frozen=True)

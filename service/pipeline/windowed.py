@@ -1,7 +1,7 @@
 """Keyed event-time windows as a stage: an aggregation, or a window join.
 
-Each input's records become keyed elements (:mod:`service.pipeline.source`);
-:class:`service.eventtime.keyed.KeyedWindows` assigns them to windows and fires
+Each input's records become keyed elements (:mod:`eddy.pipeline.source`);
+:class:`eddy.eventtime.keyed.KeyedWindows` assigns them to windows and fires
 them when the watermark passes; each result goes to the output topics, and to a
 queryable results table when the agent asked for one. Late records go to the
 late topic with their original bytes. The watermark is per input partition and
@@ -20,15 +20,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.eventtime import Timer, TimeWindow, WindowResult, WindowSpec
-from service.eventtime.joins import tag
-from service.eventtime.keyed import KeyedWindows
-from service.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy
-from service.eventtime.windows import MAX_TIME_MS
-from service.pipeline.base import UNWRITABLE, InputRecord, Output, Target, unwritable_reason
-from service.pipeline.markers import marker_of
-from service.pipeline.source import Source
-from tables.codecs import (
+from eddy.eventtime import Timer, TimeWindow, WindowResult, WindowSpec
+from eddy.eventtime.joins import tag
+from eddy.eventtime.keyed import KeyedWindows
+from eddy.eventtime.watermarks import MIN_WATERMARK, WatermarkStrategy
+from eddy.eventtime.windows import MAX_TIME_MS
+from eddy.pipeline.base import UNWRITABLE, InputRecord, Output, Target, unwritable_reason
+from eddy.pipeline.markers import marker_of
+from eddy.pipeline.source import Source
+from eddy.tables.codecs import (
     decode_json,
     decode_utf8,
     encode_json,
@@ -36,9 +36,9 @@ from tables.codecs import (
     encode_utf8,
     time_upper_bound,
 )
-from tables.schema import StateSchema
-from tables.store import PartitionStore, PartitionTransaction, TableSpec
-from tables.windows import (
+from eddy.tables.schema import StateSchema
+from eddy.tables.store import PartitionStore, PartitionTransaction, TableSpec
+from eddy.tables.windows import (
     StoredTimers,
     StoredWindowState,
     results_by_window_table,
@@ -156,7 +156,7 @@ class WindowedAggregation:
 
 
 class WindowedLogic:
-    """:class:`service.pipeline.base.PartitionLogic` of a :class:`WindowedAggregation`."""
+    """:class:`eddy.pipeline.base.PartitionLogic` of a :class:`WindowedAggregation`."""
 
     def __init__(
         self, definition: WindowedAggregation, store: PartitionStore, txn: PartitionTransaction

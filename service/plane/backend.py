@@ -16,28 +16,28 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.app import queries
-from service.app.app import BuiltApp
-from service.app.plan import View
-from service.app.queries import UnknownKeyError
-from service.eventtime import MIN_WATERMARK, Clock
-from service.jobs import Scope, whole_view
-from service.metrics import Metrics
-from service.operations import Operation, Operations
-from service.plane.control import Control
-from service.plane.metrics import merge_expositions
-from service.plane.stages import LocalStage, Secondaries
-from service.plane.status import COUNTERS
-from service.plane.supervisor import Child
-from service.savepoint.stop import AppStopper, Phase
-from service.settings import Settings
-from service.snapshot.catalog import Kind
-from service.snapshot.take import take_everywhere
-from service.worker import AgentReads, agent_of, stage_of
+from eddy.app import queries
+from eddy.app.app import BuiltApp
+from eddy.app.plan import View
+from eddy.app.queries import UnknownKeyError
+from eddy.eventtime import MIN_WATERMARK, Clock
+from eddy.jobs import Scope, whole_view
+from eddy.metrics import Metrics
+from eddy.operations import Operation, Operations
+from eddy.plane.control import Control
+from eddy.plane.metrics import merge_expositions
+from eddy.plane.stages import LocalStage, Secondaries
+from eddy.plane.status import COUNTERS
+from eddy.plane.supervisor import Child
+from eddy.savepoint.stop import AppStopper, Phase
+from eddy.settings import Settings
+from eddy.snapshot.catalog import Kind
+from eddy.snapshot.take import take_everywhere
+from eddy.worker import AgentReads, agent_of, stage_of
 
 
 class QueryPlane(AgentReads):
-    """The query process's :class:`api.backend.Backend` (and operations, jobs)."""
+    """The query process's :class:`eddy.api.backend.Backend` (and operations, jobs)."""
 
     def __init__(
         self,

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from service.jobs import is_local_part
-from service.plane.supervisor import Child
-from service.settings import Settings
+from eddy.jobs import is_local_part
+from eddy.plane.supervisor import Child
+from eddy.settings import Settings
 
 log = logging.getLogger(__name__)
 Answer = dict[str, Any]

@@ -29,16 +29,16 @@ import signal
 import uvicorn
 import uvloop
 
-from api.app import create_app
-from service.app.app import BuiltApp
-from service.app.loader import load_app_and_settings
-from service.eventtime import SystemClock
-from service.plane.backend import QueryPlane
-from service.plane.stages import Secondaries
-from service.plane.status import claim_reports_dir, reports_dir
-from service.plane.supervisor import Supervisor
-from service.settings import Settings
-from service.worker import ApiServer, bind, endpoint_of, prepare, quiet_logs
+from eddy.api.app import create_app
+from eddy.app.app import BuiltApp
+from eddy.app.loader import load_app_and_settings
+from eddy.eventtime import SystemClock
+from eddy.plane.backend import QueryPlane
+from eddy.plane.stages import Secondaries
+from eddy.plane.status import claim_reports_dir, reports_dir
+from eddy.plane.supervisor import Supervisor
+from eddy.settings import Settings
+from eddy.worker import ApiServer, bind, endpoint_of, prepare, quiet_logs
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""One ingest process of ``eddy worker`` (``python -m service.plane.ingest``).
+"""One ingest process of ``eddy worker`` (``python -m eddy.plane.ingest``).
 
 A worker like any other (its stages, its consumers in the groups, its stores), with
 two differences: its REST API listens on a private local port, for the query
@@ -18,14 +18,14 @@ import signal
 import sys
 from pathlib import Path
 
-from service import logs
-from service.app.app import BuiltApp
-from service.app.loader import load_app_and_settings
-from service.errors import EddyError
-from service.plane.status import StatusWriter
-from service.runtime.engine import PipelineRuntime
-from service.settings import Settings
-from service.worker import Worker, quiet_logs, run_worker
+from eddy import logs
+from eddy.app.app import BuiltApp
+from eddy.app.loader import load_app_and_settings
+from eddy.errors import EddyError
+from eddy.plane.status import StatusWriter
+from eddy.runtime.engine import PipelineRuntime
+from eddy.settings import Settings
+from eddy.worker import Worker, quiet_logs, run_worker
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -71,7 +71,7 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m service.plane.ingest", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m eddy.plane.ingest", description=__doc__)
     parser.add_argument("--index", type=int, required=True, help="this process's number")
     parser.add_argument("--status-dir", type=Path, required=True, help="where to report")
     parser.add_argument("--parent-pid", type=int, required=True, help="the query plane's pid")

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.app.queries import Freshness, PartitionUnavailableError, ServedPartition
-from service.plane.status import Partition, Report, ReportFile, Stage
-from tables.secondary import SecondaryStore
+from eddy.app.queries import Freshness, PartitionUnavailableError, ServedPartition
+from eddy.plane.status import Partition, Report, ReportFile, Stage
+from eddy.tables.secondary import SecondaryStore
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class Served:
 
 
 class LocalStage:
-    """:class:`~service.app.queries.ServedStage` over the reports of this host's
+    """:class:`~eddy.app.queries.ServedStage` over the reports of this host's
     ingest processes, for one stage."""
 
     def __init__(

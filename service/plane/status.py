@@ -36,8 +36,8 @@ from typing import Any, Literal
 import orjson
 from prometheus_client import CollectorRegistry, generate_latest
 
-from service.eventtime import MIN_WATERMARK
-from service.runtime.engine import PipelineRuntime
+from eddy.eventtime import MIN_WATERMARK
+from eddy.runtime.engine import PipelineRuntime
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.plane.status import ReportFile
-from service.settings import Settings
+from eddy.plane.status import ReportFile
+from eddy.settings import Settings
 
 log = logging.getLogger(__name__)
 # A process that ran this long before dying was not crash-looping: its restart waits
@@ -144,7 +144,7 @@ class Supervisor:
             "EDDY_API_PORT": "0",
             "EDDY_API_ADVERTISED_URL": self.endpoint,
         }
-        argv = [sys.executable, "-m", "service.plane.ingest", "--index", str(child.index)]
+        argv = [sys.executable, "-m", "eddy.plane.ingest", "--index", str(child.index)]
         argv += ["--status-dir", str(self.status_dir), "--parent-pid", str(os.getpid())]
         child.process = await asyncio.create_subprocess_exec(*argv, env=env)
         child.started_at = time.monotonic()

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from service.pipeline.base import InputRecord
-from service.runtime.restore import changelog_reader
-from service.settings import Settings
+from eddy.pipeline.base import InputRecord
+from eddy.runtime.restore import changelog_reader
+from eddy.settings import Settings
 
 
 class BroadcastInput:

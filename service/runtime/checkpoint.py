@@ -6,7 +6,7 @@ the group's consumer. A checkpoint that fails discards the task, which is then
 reopened from what Kafka committed (docs/architecture.md, "The checkpoint"); one
 whose state cannot be encoded starts again from its last commit to replay
 carefully, which finds the record that caused it
-(:class:`~service.runtime.restarts.ReplayCarefully`), while the other tasks commit.
+(:class:`~eddy.runtime.restarts.ReplayCarefully`), while the other tasks commit.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from collections.abc import Callable
 
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from service.eventtime import MIN_WATERMARK, Clock
-from service.metrics import Metrics
-from service.runtime.clients import StageClients
-from service.runtime.gauges import StateGauges
-from service.runtime.latency import LatencyMarkers
-from service.runtime.partitions import Partitions
-from service.runtime.restarts import ReplayCarefully
-from service.runtime.task import Task
-from service.settings import Settings
+from eddy.eventtime import MIN_WATERMARK, Clock
+from eddy.metrics import Metrics
+from eddy.runtime.clients import StageClients
+from eddy.runtime.gauges import StateGauges
+from eddy.runtime.latency import LatencyMarkers
+from eddy.runtime.partitions import Partitions
+from eddy.runtime.restarts import ReplayCarefully
+from eddy.runtime.task import Task
+from eddy.settings import Settings
 
 log = logging.getLogger(__name__)
 # State size and lag are estimates; once a second is plenty and keeps commits cheap.

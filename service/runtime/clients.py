@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from service.errors import TopicMismatchError
-from service.kafka_clients import connection_kwargs
-from service.pipeline.base import Pipeline
-from service.runtime.assignor import EddyAssignor
-from service.runtime.broadcast import BroadcastInput
-from service.runtime.offsets import committed_offsets
-from service.settings import Settings
-from service.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
+from eddy.errors import TopicMismatchError
+from eddy.kafka_clients import connection_kwargs
+from eddy.pipeline.base import Pipeline
+from eddy.runtime.assignor import EddyAssignor
+from eddy.runtime.broadcast import BroadcastInput
+from eddy.runtime.offsets import committed_offsets
+from eddy.settings import Settings
+from eddy.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
 
 # How long opening a partition waits for the group's committed offsets before it
 # pauses the partition and retries later (service/runtime/partitions.py).

@@ -9,9 +9,9 @@ only then are the committed offsets read and the changelog tail restored. (A
 single producer per worker would need KIP-447's group metadata to fence zombies,
 which aiokafka does not send.)
 
-The parts, each doing one thing: :mod:`~service.runtime.clients` (the Kafka
-clients), :mod:`~service.runtime.partitions` (opening, fencing, restarting and
-retrying partitions), :mod:`~service.runtime.checkpoint` (commits); this module
+The parts, each doing one thing: :mod:`~eddy.runtime.clients` (the Kafka
+clients), :mod:`~eddy.runtime.partitions` (opening, fencing, restarting and
+retrying partitions), :mod:`~eddy.runtime.checkpoint` (commits); this module
 is the loop and the group's rebalance callbacks, which share one lock so that
 a rebalance happens between two batches, never in the middle of one.
 """
@@ -30,20 +30,20 @@ from typing import TypeVar
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from service.eventtime import Clock, SystemClock
-from service.metrics import Metrics
-from service.pipeline.base import ClosingPipeline, InputRecord, Pipeline
-from service.runtime.assignor import EddyAssignor
-from service.runtime.checkpoint import Checkpointer
-from service.runtime.clients import StageClients
-from service.runtime.latency import LatencyMarkers
-from service.runtime.partitions import Partitions
-from service.runtime.progress import InputProgress, input_progress
-from service.runtime.restarts import RecordFailedError, ReplayCarefully
-from service.runtime.standby import StandbyReplicas
-from service.runtime.stores import LocalStores
-from service.runtime.task import Task
-from service.settings import Settings
+from eddy.eventtime import Clock, SystemClock
+from eddy.metrics import Metrics
+from eddy.pipeline.base import ClosingPipeline, InputRecord, Pipeline
+from eddy.runtime.assignor import EddyAssignor
+from eddy.runtime.checkpoint import Checkpointer
+from eddy.runtime.clients import StageClients
+from eddy.runtime.latency import LatencyMarkers
+from eddy.runtime.partitions import Partitions
+from eddy.runtime.progress import InputProgress, input_progress
+from eddy.runtime.restarts import RecordFailedError, ReplayCarefully
+from eddy.runtime.standby import StandbyReplicas
+from eddy.runtime.stores import LocalStores
+from eddy.runtime.task import Task
+from eddy.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

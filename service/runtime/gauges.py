@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 from aiokafka import AIOKafkaConsumer
 
-from service.metrics import Metrics
-from service.runtime.task import Task
-from tables.store import PartitionStore
+from eddy.metrics import Metrics
+from eddy.runtime.task import Task
+from eddy.tables.store import PartitionStore
 
 
 class StateGauges:

@@ -11,7 +11,7 @@ since then a second time. The chaos suite's broker restart found this (seed 23).
 
 :func:`committed_offsets` sends the same request through the consumer's group
 coordinator and checks both levels, retrying what is retriable. The coordinator
-is aiokafka's, not public API, as :meth:`service.runtime.task.Task._raise_if_failed`
+is aiokafka's, not public API, as :meth:`eddy.runtime.task.Task._raise_if_failed`
 also reads; ``tests/unit/test_offsets.py`` holds the parts it relies on.
 """
 

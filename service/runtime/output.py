@@ -7,11 +7,11 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from service.metrics import Metrics
-from service.pipeline.base import Headers, InputRecord
-from service.redact import redact
-from service.runtime.restarts import ReplayCarefully
-from tables.store import shortened
+from eddy.metrics import Metrics
+from eddy.pipeline.base import Headers, InputRecord
+from eddy.redact import redact
+from eddy.runtime.restarts import ReplayCarefully
+from eddy.tables.store import shortened
 
 # The longest repr of an unwritable output a dead letter carries.
 OUTPUT_REPR_CHARS = 65_536
@@ -29,7 +29,7 @@ class Pending:
 
 @dataclass
 class TaskOutput:
-    """:class:`service.pipeline.base.Output` for one task."""
+    """:class:`eddy.pipeline.base.Output` for one task."""
 
     pipeline: str
     dead_letter_topic: str

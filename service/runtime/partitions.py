@@ -4,7 +4,7 @@ Opening a partition fences zombies and restores its state before any record is
 processed (docs/architecture.md, "Opening a partition"); a partition that
 cannot be opened, or whose task failed, is paused and retried later, never
 processed from a guessed position. Opening also reads the partition's note of
-the record in flight (:mod:`service.runtime.inflight`): a record the process
+the record in flight (:mod:`eddy.runtime.inflight`): a record the process
 died on twice in a row is dead-lettered, unprocessed.
 """
 
@@ -19,18 +19,18 @@ from typing import cast
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from service.metrics import Metrics
-from service.pipeline.base import BroadcastLogic, Pipeline
-from service.runtime.clients import StageClients
-from service.runtime.inflight import InFlight, Suspect
-from service.runtime.latency import LatencyMarkers
-from service.runtime.output import TaskOutput
-from service.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
-from service.runtime.restore import restore_partition
-from service.runtime.stores import LocalStores
-from service.runtime.task import Task
-from service.settings import Settings
-from tables.store import PartitionStore
+from eddy.metrics import Metrics
+from eddy.pipeline.base import BroadcastLogic, Pipeline
+from eddy.runtime.clients import StageClients
+from eddy.runtime.inflight import InFlight, Suspect
+from eddy.runtime.latency import LatencyMarkers
+from eddy.runtime.output import TaskOutput
+from eddy.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
+from eddy.runtime.restore import restore_partition
+from eddy.runtime.stores import LocalStores
+from eddy.runtime.task import Task
+from eddy.settings import Settings
+from eddy.tables.store import PartitionStore
 
 log = logging.getLogger(__name__)
 

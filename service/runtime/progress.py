@@ -14,7 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import IllegalStateError
 
-from service.runtime.task import Task
+from eddy.runtime.task import Task
 
 # position() waits when the consumer has no position yet (a reset in progress);
 # a status answer must not wait for that.

@@ -13,8 +13,8 @@ it goes to the dead-letter topic with the error instead of looping forever.
 
 Two failures are the record's own, the same on every replay, and need no second
 attempt: a record whose state change cannot be encoded (found by the careful
-replay of :mod:`service.runtime.task`) is poison at once, and a record that was
-in flight when the process died twice in a row (:mod:`service.runtime.inflight`)
+replay of :mod:`eddy.runtime.task`) is poison at once, and a record that was
+in flight when the process died twice in a row (:mod:`eddy.runtime.inflight`)
 is poison when the partition opens. Neither counts against the strategy: they
 are bad input, dead-lettered as a malformed record is.
 """
@@ -26,10 +26,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from service.errors import EddyError
-from service.pipeline.source import user_frame
-from service.settings import RestartStrategy, Settings
-from tables.store import UnwritableStateError
+from eddy.errors import EddyError
+from eddy.pipeline.source import user_frame
+from eddy.settings import RestartStrategy, Settings
+from eddy.tables.store import UnwritableStateError
 
 RecordId = tuple[str, int, int]  # topic, partition, offset
 DIED_TWICE = (

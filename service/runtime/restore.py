@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from service.kafka_clients import connection_kwargs
-from service.runtime.stores import LocalStores
-from service.settings import Settings
-from tables.store import Restoring
+from eddy.kafka_clients import connection_kwargs
+from eddy.runtime.stores import LocalStores
+from eddy.settings import Settings
+from eddy.tables.store import Restoring
 
 log = logging.getLogger(__name__)
 APPLY_CHUNK = 10_000

@@ -2,19 +2,19 @@
 
 A worker that serves its own API (tests, embedded use) answers queries from its
 tasks' stores directly; the query plane reads the same stores from another process
-(``service/plane/stages.py``). Both implement :class:`service.app.queries.ServedStage`.
+(``service/plane/stages.py``). Both implement :class:`eddy.app.queries.ServedStage`.
 """
 
 from __future__ import annotations
 
-from service.app.queries import Freshness, ServedPartition
-from service.eventtime import MIN_WATERMARK
-from service.runtime.engine import PipelineRuntime
-from service.runtime.task import Task
+from eddy.app.queries import Freshness, ServedPartition
+from eddy.eventtime import MIN_WATERMARK
+from eddy.runtime.engine import PipelineRuntime
+from eddy.runtime.task import Task
 
 
 class RuntimeStage:
-    """:class:`~service.app.queries.ServedStage` over a :class:`PipelineRuntime`."""
+    """:class:`~eddy.app.queries.ServedStage` over a :class:`PipelineRuntime`."""
 
     def __init__(self, runtime: PipelineRuntime) -> None:
         self._runtime = runtime

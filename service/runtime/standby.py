@@ -13,10 +13,10 @@ from collections.abc import Iterable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from service.metrics import Metrics
-from service.runtime.restore import changelog_reader, check_local
-from service.runtime.stores import LocalStores
-from service.settings import Settings
+from eddy.metrics import Metrics
+from eddy.runtime.restore import changelog_reader, check_local
+from eddy.runtime.stores import LocalStores
+from eddy.settings import Settings
 
 log = logging.getLogger(__name__)
 

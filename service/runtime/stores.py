@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tables.store import PartitionStore
+from eddy.tables.store import PartitionStore
 
 
 class LocalStores:

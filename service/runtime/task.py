@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
-from service.pipeline.base import (
+from eddy.pipeline.base import (
     AsyncLogic,
     BoundedFiring,
     BroadcastLogic,
@@ -33,11 +33,11 @@ from service.pipeline.base import (
     PartitionLogic,
     Pipeline,
 )
-from service.pipeline.source import prefetch_schemas
-from service.runtime.inflight import IN_FLIGHT, NONE, SOURCE, InFlight, WhileRunning
-from service.runtime.output import Pending, TaskOutput
-from service.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
-from tables.store import ENCODE_ERRORS, PartitionStore, WatchedTransaction, shortened
+from eddy.pipeline.source import prefetch_schemas
+from eddy.runtime.inflight import IN_FLIGHT, NONE, SOURCE, InFlight, WhileRunning
+from eddy.runtime.output import Pending, TaskOutput
+from eddy.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
+from eddy.tables.store import ENCODE_ERRORS, PartitionStore, WatchedTransaction, shortened
 
 
 class ExternalIOError(OSError):

@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from service.errors import ConfigError
-from service.redact import redact
-from service.settings import Settings
-from service.snapshot import catalog
-from service.snapshot.layout import SnapshotRoot
-from service.snapshot.manifest import SnapshotId, reason
+from eddy.errors import ConfigError
+from eddy.redact import redact
+from eddy.settings import Settings
+from eddy.snapshot import catalog
+from eddy.snapshot.layout import SnapshotRoot
+from eddy.snapshot.manifest import SnapshotId, reason
 
 
 def open_root(settings: Settings) -> SnapshotRoot:
@@ -22,7 +22,7 @@ def open_root(settings: Settings) -> SnapshotRoot:
 
 
 def locate(settings: Settings, reference: str) -> tuple[SnapshotRoot, dict[str, Any]]:
-    """The savepoint ``reference`` names (see :func:`service.snapshot.catalog.locate`)."""
+    """The savepoint ``reference`` names (see :func:`eddy.snapshot.catalog.locate`)."""
     return catalog.locate(settings, "savepoint", reference)
 
 

@@ -1,4 +1,4 @@
-"""``python -m service savepoint ...`` and ``python -m service stop``."""
+"""``python -m eddy savepoint ...`` and ``python -m eddy stop``."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import argparse
 import asyncio
 from collections.abc import Mapping
 
-from service.client import WorkerClient, worker_url
-from service.pipeline.base import Pipeline
-from service.savepoint import catalog
-from service.savepoint.restore import RestoreReport, restore
-from service.settings import Settings
-from service.snapshot.cli import run_kind
+from eddy.client import WorkerClient, worker_url
+from eddy.pipeline.base import Pipeline
+from eddy.savepoint import catalog
+from eddy.savepoint.restore import RestoreReport, restore
+from eddy.settings import Settings
+from eddy.snapshot.cli import run_kind
 
 
 def run_savepoint(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     app, settings = load_app_and_settings(getattr(args, "app", None))
     if args.action != "restore":
@@ -34,7 +34,7 @@ def run_savepoint(args: argparse.Namespace) -> int:
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     _, settings = load_app_and_settings(getattr(args, "app", None))
     client = WorkerClient(args.url or worker_url(settings), settings)

@@ -19,9 +19,9 @@ from typing import Any
 
 from aiokafka.partitioner import murmur2
 
-from service.errors import EddyError
-from tables.export import keyed_by_record_key
-from tables.schema import StateSchema, schema_for
+from eddy.errors import EddyError
+from eddy.tables.export import keyed_by_record_key
+from eddy.tables.schema import StateSchema, schema_for
 
 
 class SavepointIncompatibleError(EddyError):
@@ -125,7 +125,7 @@ def _version_problem(pipeline: str, table: str, version: int, schema: StateSchem
         return (
             f"{where} was saved at schema version {version}; this code declares "
             f"{schema.version} and no migration from {version} (give the StateSchema a "
-            "migrate function, e.g. tables.schema.json_schema)"
+            "migrate function, e.g. eddy.tables.schema.json_schema)"
         )
     return None
 
@@ -188,7 +188,7 @@ def check_rescale(manifest: Mapping[str, Any], pipeline: str, new_count: int) ->
             f"pipeline {pipeline!r} cannot move from {saved_count} to {new_count} partitions: "
             f"the savepoint was taken with input not yet processed in partitions "
             f"{', '.join(behind[:5])}. Stop the producers, let the workers catch up, then "
-            "take it with `python -m service stop --savepoint` before adding partitions"
+            "take it with `python -m eddy stop --savepoint` before adding partitions"
         )
 
 

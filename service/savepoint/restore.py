@@ -1,7 +1,7 @@
 """Resuming from a savepoint: rebuild each pipeline's changelog and input offsets.
 
-Run before the workers start (``python -m service worker --from-savepoint ID``, or
-``python -m service savepoint restore ID`` as a one-off job before a multi-worker
+Run before the workers start (``python -m eddy worker --from-savepoint ID``, or
+``python -m eddy savepoint restore ID`` as a one-off job before a multi-worker
 deployment starts). For each pipeline and each of its (current) partitions, one
 Kafka transaction of the partition's own transactional id (which fences any
 worker still holding it) writes:
@@ -31,13 +31,13 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import NewPartitions
 
-from service.errors import EddyError
-from service.kafka_clients import connection_kwargs
-from service.pipeline.base import Pipeline
-from service.redact import redact
-from service.runtime.restore import changelog_reader, read_to_end
-from service.savepoint import catalog
-from service.savepoint.plan import (
+from eddy.errors import EddyError
+from eddy.kafka_clients import connection_kwargs
+from eddy.pipeline.base import Pipeline
+from eddy.redact import redact
+from eddy.runtime.restore import changelog_reader, read_to_end
+from eddy.savepoint import catalog
+from eddy.savepoint.plan import (
     PipelinePlan,
     RestorePlan,
     SavepointIncompatibleError,
@@ -46,11 +46,11 @@ from service.savepoint.plan import (
     plan_restore,
     target_partitions,
 )
-from service.settings import Settings
-from service.snapshot.layout import BrokenSnapshotError, SnapshotRoot
-from service.topics import COMPACTED, TopicSpec, admin_client, changelog_topic, ensure_topics
-from service.topics import partition_counts as topic_partition_counts
-from tables.export import raw_value
+from eddy.settings import Settings
+from eddy.snapshot.layout import BrokenSnapshotError, SnapshotRoot
+from eddy.tables.export import raw_value
+from eddy.topics import COMPACTED, TopicSpec, admin_client, changelog_topic, ensure_topics
+from eddy.topics import partition_counts as topic_partition_counts
 
 log = logging.getLogger(__name__)
 # The changelog key marking which savepoint a pipeline's state came from. Its empty
@@ -369,5 +369,5 @@ async def _check_idle(settings: Settings, group_id: str, stage: str) -> None:
                 raise ActiveWorkersError(
                     f"{len(group['members'])} worker(s) of {settings.app_id} are running "
                     f"{stage}: stop them first "
-                    "(python -m service stop --savepoint), then resume from the savepoint"
+                    "(python -m eddy stop --savepoint), then resume from the savepoint"
                 )

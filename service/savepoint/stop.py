@@ -22,11 +22,11 @@ from typing import Any, Literal
 
 import httpx
 
-from service.errors import EddyError
-from service.runtime.engine import PipelineRuntime
-from service.savepoint import catalog
-from service.settings import Settings
-from service.snapshot.take import post_to_peer
+from eddy.errors import EddyError
+from eddy.runtime.engine import PipelineRuntime
+from eddy.savepoint import catalog
+from eddy.settings import Settings
+from eddy.snapshot.take import post_to_peer
 
 log = logging.getLogger(__name__)
 Phase = Literal["hold", "release", "exit"]

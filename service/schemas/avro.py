@@ -6,7 +6,7 @@ reader's default, a field the reader lacks is skipped, an int widens to a long.
 A writer schema that cannot be resolved fails the record as a whole, with the
 resolver's reason; it is never half-read. A writer schema that is recursive,
 nested deeper than ``max_depth`` or has an array of items that take no bytes is
-refused (:mod:`service.schemas.avro_checks` says why each is unsafe).
+refused (:mod:`eddy.schemas.avro_checks` says why each is unsafe).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import fastavro
 import orjson
 from fastavro.read import SchemaResolutionError
 
-from service.errors import ConfigError
-from service.schemas.avro_checks import DecimalTooLong, bounded_decimals, unsafe
-from service.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
-from service.schemas.registry import RegisteredSchema
-from service.schemas.wire import split
-from service.serde import DecodeError
+from eddy.errors import ConfigError
+from eddy.schemas.avro_checks import DecimalTooLong, bounded_decimals, unsafe
+from eddy.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
+from eddy.schemas.registry import RegisteredSchema
+from eddy.schemas.wire import split
+from eddy.serde import DecodeError
 
 bounded_decimals()
 

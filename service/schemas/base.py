@@ -19,16 +19,16 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
-from service.errors import ConfigError
-from service.redact import redact_url
-from service.schemas import wire
-from service.schemas.registry import RegisteredSchema, Registry
-from service.serde import DecodeError, EncodeError, reason_of
+from eddy.errors import ConfigError
+from eddy.redact import redact_url
+from eddy.schemas import wire
+from eddy.schemas.registry import RegisteredSchema, Registry
+from eddy.serde import DecodeError, EncodeError, reason_of
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What a bound serde accepts (``EDDY_SCHEMA_REGISTRY_*``, service.schemas.settings)."""
+    """What a bound serde accepts (``EDDY_SCHEMA_REGISTRY_*``, eddy.schemas.settings)."""
 
     max_depth: int = 64
     max_record_bytes: int = 8_388_608

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.errors import ConfigError
-from service.redact import remember
-from service.schemas.base import Binding, BoundSerde, Limits, SchemaSerde
-from service.schemas.registry import Registry, SchemaRegistry
-from service.schemas.settings import RegistrySettings, load_registry_settings
+from eddy.errors import ConfigError
+from eddy.redact import remember
+from eddy.schemas.base import Binding, BoundSerde, Limits, SchemaSerde
+from eddy.schemas.registry import Registry, SchemaRegistry
+from eddy.schemas.settings import RegistrySettings, load_registry_settings
 
 
 class SchemaBinder:
@@ -25,7 +25,7 @@ class SchemaBinder:
     ) -> None:
         """Args:
         registry: a registry to bind to instead of the settings' (the test
-            driver's :class:`service.schemas.memory.MemoryRegistry`).
+            driver's :class:`eddy.schemas.memory.MemoryRegistry`).
         """
         self._settings = settings
         self._registry: Registry | None = registry

@@ -4,7 +4,7 @@ A record is validated against the schema it was written with (its id's), then
 read as the agent's model: a field a newer writer added is ignored by the model
 unless the model forbids extra fields, a field an older writer lacks takes the
 model's default. Validators are built so that no schema can stall or reach out
-of the worker (:mod:`service.schemas.jsonschema_checks`): patterns run on RE2,
+of the worker (:mod:`eddy.schemas.jsonschema_checks`): patterns run on RE2,
 references resolve only inside the schema, the work per record is bounded.
 """
 
@@ -18,12 +18,12 @@ import orjson
 from jsonschema import exceptions
 from pydantic import BaseModel
 
-from service.errors import ConfigError
-from service.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
-from service.schemas.jsonschema_checks import Budget, OverBudget, Refused, bounded_validator
-from service.schemas.registry import RegisteredSchema
-from service.schemas.wire import split
-from service.serde import DecodeError, json_reason
+from eddy.errors import ConfigError
+from eddy.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
+from eddy.schemas.jsonschema_checks import Budget, OverBudget, Refused, bounded_validator
+from eddy.schemas.registry import RegisteredSchema
+from eddy.schemas.wire import split
+from eddy.serde import DecodeError, json_reason
 
 
 class JsonSchema(SchemaSerde):

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
-from service.schemas.registry import RegisteredSchema
+from eddy.schemas.registry import RegisteredSchema
 
 
 class MemoryRegistry:
-    """The part of :class:`service.schemas.registry.SchemaRegistry` serdes use."""
+    """The part of :class:`eddy.schemas.registry.SchemaRegistry` serdes use."""
 
     url = "memory:"
 

@@ -19,12 +19,12 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
 
-from service.errors import ConfigError
-from service.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
-from service.schemas.proto_text import top_level_messages
-from service.schemas.registry import RegisteredSchema
-from service.schemas.wire import read_indexes, split, write_indexes
-from service.serde import DecodeError
+from eddy.errors import ConfigError
+from eddy.schemas.base import Binding, BoundSerde, SchemaSerde, encode_failure, plain
+from eddy.schemas.proto_text import top_level_messages
+from eddy.schemas.registry import RegisteredSchema
+from eddy.schemas.wire import read_indexes, split, write_indexes
+from eddy.serde import DecodeError
 
 
 class Protobuf(SchemaSerde):

@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from service.errors import EddyError
-from service.redact import redact, redact_url
+from eddy.errors import EddyError
+from eddy.redact import redact, redact_url
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 # Requests in flight at once: enough for a batch of new ids to take a few round

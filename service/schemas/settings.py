@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import SettingsConfigDict
 
-from service.errors import ConfigError
-from service.redact import redact
-from service.redacted_settings import RedactedSettings, remember_secrets
+from eddy.errors import ConfigError
+from eddy.redact import redact
+from eddy.redacted_settings import RedactedSettings, remember_secrets
 
 
 class RegistrySettings(RedactedSettings):
@@ -72,7 +72,7 @@ class RegistrySettings(RedactedSettings):
 
 
 def load_registry_settings() -> RegistrySettings:
-    """From the environment, each bad variable named (as ``service.settings.build``
+    """From the environment, each bad variable named (as ``eddy.settings.build``
     does; this package sits below that module, so it does not call it)."""
     try:
         settings = RegistrySettings()

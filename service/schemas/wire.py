@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from service.serde import DecodeError
+from eddy.serde import DecodeError
 
 MAGIC = 0
 HEADER_BYTES = 5

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from service.settings import Settings
-from service.snapshot.layout import (
+from eddy.settings import Settings
+from eddy.snapshot.layout import (
     MANIFEST,
     Broken,
     SnapshotNotFoundError,
@@ -24,7 +24,7 @@ from service.snapshot.layout import (
     is_id,
     time_of,
 )
-from service.snapshot.manifest import APP_ID_PATTERN
+from eddy.snapshot.manifest import APP_ID_PATTERN
 
 Kind = Literal["snapshot", "savepoint"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
-from service.client import WorkerClient, worker_url
-from service.settings import Settings
-from service.snapshot import catalog
-from service.snapshot.catalog import Kind
+from eddy.client import WorkerClient, worker_url
+from eddy.settings import Settings
+from eddy.snapshot import catalog
+from eddy.snapshot.catalog import Kind
 
 
 def run_kind(kind: Kind, args: argparse.Namespace, settings: Settings) -> int:
@@ -85,7 +85,7 @@ def as_json(value: Any) -> str:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     _, settings = load_app_and_settings(getattr(args, "app", None))
     return run_kind("snapshot", args, settings)

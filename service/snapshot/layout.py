@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from service.errors import ConfigError, EddyError
-from service.redact import redact, redact_url
-from service.snapshot.manifest import (
+from eddy.errors import ConfigError, EddyError
+from eddy.redact import redact, redact_url
+from eddy.snapshot.manifest import (
     ID_PATTERN,
     MAX_MANIFEST_BYTES,
     check_app_id,
@@ -70,7 +70,7 @@ PARTS = "_parts"
 
 
 class SnapshotNotFoundError(EddyError):
-    """No complete snapshot matches. Take one (``python -m service snapshot``, or
+    """No complete snapshot matches. Take one (``python -m eddy snapshot``, or
     ``make run``, which takes one at exit) or check ``EDDY_SNAPSHOT_ROOT``/``--root``."""
 
 

@@ -8,9 +8,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from service.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
-from service.snapshot.publish import PartitionCut, Published, complete, export_partition
-from tables.store import PartitionStore
+from eddy.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
+from eddy.snapshot.publish import PartitionCut, Published, complete, export_partition
+from eddy.tables.store import PartitionStore
 
 
 def snapshot_stores(

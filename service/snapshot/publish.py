@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.snapshot.layout import (
+from eddy.snapshot.layout import (
     MANIFEST,
     PARTS,
     BrokenSnapshotError,
@@ -20,8 +20,8 @@ from service.snapshot.layout import (
     is_id,
     time_of,
 )
-from service.snapshot.manifest import check_manifest, check_part, check_segment, relative_folder
-from tables.export import SCHEMA_VERSION, read_checkpoint, schema
+from eddy.snapshot.manifest import check_manifest, check_part, check_segment, relative_folder
+from eddy.tables.export import SCHEMA_VERSION, read_checkpoint, schema
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

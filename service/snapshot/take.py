@@ -23,13 +23,13 @@ from typing import Any, Literal
 
 import httpx
 
-from service.eventtime import MIN_WATERMARK, Clock
-from service.runtime.engine import PipelineRuntime
-from service.runtime.task import Task
-from service.settings import Settings
-from service.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
-from service.snapshot.publish import PartitionCut, Published, complete, export_partition
-from tables.schema import schema_for
+from eddy.eventtime import MIN_WATERMARK, Clock
+from eddy.runtime.engine import PipelineRuntime
+from eddy.runtime.task import Task
+from eddy.settings import Settings
+from eddy.snapshot.layout import SnapshotRoot, check_id, snapshot_id_at
+from eddy.snapshot.publish import PartitionCut, Published, complete, export_partition
+from eddy.tables.schema import schema_for
 
 log = logging.getLogger(__name__)
 

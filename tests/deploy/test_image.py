@@ -61,7 +61,7 @@ def test_the_worker_image_s_packages_run_the_worker(tmp_path: Path) -> None:
         [uv, "pip", "install", "-q", "--python", python, "--no-deps", str(source)],
     ):
         subprocess.run(command, check=True, timeout=300, capture_output=True)
-    probe = "import importlib.util, agents, api.app, service.worker, tables;"
+    probe = "import importlib.util, eddy.examples, eddy.api.app, eddy.worker, eddy.tables;"
     probe += "assert importlib.util.find_spec('pyspark') is None"
     subprocess.run([python, "-c", probe], check=True, cwd=tmp_path, timeout=120)
 
@@ -70,5 +70,14 @@ def _outside_dockerignore(directory: str, names: list[str]) -> set[str]:
     # The build context: what .dockerignore lets through at the top level.
     if Path(directory) != ROOT:
         return {n for n in names if n == "__pycache__"}
-    kept = {"pyproject.toml", "README.md", "service", "agents", "tables", "api", "spark_jobs"}
+    kept = {
+        "pyproject.toml",
+        "README.md",
+        "src",
+        "service",
+        "agents",
+        "tables",
+        "api",
+        "spark_jobs",
+    }
     return set(names) - kept

@@ -8,15 +8,15 @@ import re
 import pytest
 from pydantic_settings import BaseSettings
 
-import agents
-from api.routes import health
-from service.settings import ENV_PREFIX, Settings, load_settings, variables
-from service.topics import app_topics, changelog_topic
+from eddy import examples
+from eddy.api.routes import health
+from eddy.settings import ENV_PREFIX, Settings, load_settings, variables
+from eddy.topics import app_topics, changelog_topic
 from tests.deploy.manifests import K8S, OVERLAYS, one, render, settings_env, worker_container
 
 EDDY_NAME = re.compile(r"\bEDDY_[A-Z0-9_]+\b")
 # The framework's settings and those of the reference app's agents (agents/settings.py).
-SETTINGS_CLASSES: list[type[BaseSettings]] = [Settings, *agents.app.settings_classes()]
+SETTINGS_CLASSES: list[type[BaseSettings]] = [Settings, *examples.app.settings_classes()]
 
 
 def test_every_eddy_variable_in_the_manifests_is_a_setting() -> None:
@@ -42,8 +42,8 @@ def test_a_pod_s_environment_is_valid_settings(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     # ConfigError names any bad variable, the agents' settings included.
-    settings = load_settings(agents.app.settings_classes())
-    agents.app.build(settings)  # the agents the pods run, with their settings
+    settings = load_settings(examples.app.settings_classes())
+    examples.app.build(settings)  # the agents the pods run, with their settings
     assert settings.worker_id == "eddy-worker-0"
     assert settings.api_advertised_url == "http://eddy-worker-0.eddy-workers.eddy.svc:8000"
     assert str(settings.state_dir) == mount_of(overlay, "state")
@@ -86,7 +86,7 @@ def test_kafka_topics_match_the_topics_eddy_creates(overlay: str) -> None:
     expected: dict[str, tuple[int, bool]] = {}
     # What a worker running the default agents creates: the topics they declare,
     # their repartition topics, the dead-letter topic, a changelog per stage.
-    built = agents.app.build(settings)
+    built = examples.app.build(settings)
     for spec in app_topics(built):
         expected[spec.name] = (spec.partitions, spec.config.get("cleanup.policy") == "compact")
     for stage in built.stages:

@@ -16,7 +16,7 @@ import pytest
 from tests.support.user_apps import write_package
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = {"service", "agents", "tables", "api", "spark_jobs"}
+PRODUCT = {"eddy"}
 TOOLS = {"tools", "bench", "tests"}
 
 
@@ -31,15 +31,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_wheel_holds_the_product_and_no_tool(wheel: Path) -> None:
-    import service
+    import eddy
 
-    assert wheel.name.startswith(f"eddy-{service.__version__}-")
+    assert wheel.name.startswith(f"eddy-{eddy.__version__}-")
     names = zipfile.ZipFile(wheel).namelist()
     packages = {name.split("/")[0] for name in names if name.endswith(".py")}
     assert packages == PRODUCT
-    assert "api/static/dashboard.js" in names
+    assert "eddy/api/static/dashboard.js" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "eddy = service.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "eddy = eddy.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_a_clean_virtualenv_runs_an_app_without_the_tools(wheel: Path, tmp_path: Path) -> None:
@@ -57,12 +57,13 @@ def test_a_clean_virtualenv_runs_an_app_without_the_tools(wheel: Path, tmp_path:
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     user = write_package(tmp_path / "user")
     probe = (
-        "import importlib.util, service, agents\n"
-        "missing = [m for m in ('tools', 'bench', 'tests') if importlib.util.find_spec(m)]\n"
+        "import importlib.util, eddy, eddy.examples\n"
+        "others = ('tools', 'bench', 'tests', 'service', 'tables', 'api', 'agents', 'spark_jobs')\n"
+        "missing = [m for m in others if importlib.util.find_spec(m)]\n"
         "assert not missing, missing\n"
-        "assert service.__file__.startswith(" + repr(str(venv)) + "), service.__file__\n"
+        "assert eddy.__file__.startswith(" + repr(str(venv)) + "), eddy.__file__\n"
         "from clickstream.app import app, Click\n"
-        "from service import TestDriver\n"
+        "from eddy import TestDriver\n"
         "with TestDriver(app) as d:\n"
         "    d.send('clicks', Click(user='ann', page='/', ts_ms=1_000))\n"
         "    d.send('clicks', Click(user='ann', page='/', ts_ms=70_000))\n"

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from agents.app import app
+from eddy.examples.app import app
 from tests.support.kafka import produce, read_all, readings_topic, unique_settings
 from tests.support.processes import WorkerProcess
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from service.runtime.restarts import DIED_TWICE
+from eddy.runtime.restarts import DIED_TWICE
 from tests.support.kafka import produce, read_all, wait_until
 from tests.support.team_apps import Worker, user_app
 
@@ -28,7 +28,7 @@ import signal
 
 from pydantic import BaseModel
 
-from service import App, Context, Topic, ValueState
+from eddy import App, Context, Topic, ValueState
 
 
 class Event(BaseModel):

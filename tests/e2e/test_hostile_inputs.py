@@ -20,8 +20,8 @@ import httpx
 import orjson
 import pytest
 
-from service.schemas.wire import header, write_indexes
-from service.settings import Settings
+from eddy.schemas.wire import header, write_indexes
+from eddy.settings import Settings
 from tests.support.kafka import produce, read_all, wait_until
 from tests.support.registry import compile_proto, registry_url  # noqa: F401
 from tests.support.team_apps import DeadLetters, Worker, user_app
@@ -63,7 +63,7 @@ message Calibration {
 APP = """\
 from pydantic import BaseModel
 
-from service import (
+from eddy import (
     App, Avro, BoundedOutOfOrderness, JsonSchema, Protobuf, Sum, Topic, Tumbling,
 )
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from service.settings import load_settings
+from eddy.settings import load_settings
 from tests.support.kafka import read_all
 from tests.support.postgres import rows_of
 from tests.support.processes import free_port

@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-import agents
-from service.settings import Settings
+from eddy import examples
+from eddy.settings import Settings
 from tests.e2e.test_restore import SENSORS, encoded, readings
 from tests.support.kafka import (
     TEST_AGENT_SETTINGS,
@@ -36,7 +36,7 @@ TABLES = ("sensor_window_averages", "sensor_latest")
 
 async def drained(settings: Settings) -> bool:
     """Every group of the app committed all of its input (averages included)."""
-    built = agents.app.build(settings, overrides=TEST_AGENT_SETTINGS)
+    built = examples.app.build(settings, overrides=TEST_AGENT_SETTINGS)
     groups = {f"{settings.app_id}.{stage.name}": tuple(stage.sources) for stage in built.stages}
     # Inputs another stage writes in transactions (sensor-averages, read by the sink).
     written = {topic for stage in built.stages for topic in stage.output_topics}

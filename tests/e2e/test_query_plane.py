@@ -22,9 +22,9 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.app.queries import partition_for
-from service.plane.status import reports_dir
-from service.settings import Settings
+from eddy.app.queries import partition_for
+from eddy.plane.status import reports_dir
+from eddy.settings import Settings
 from tests.e2e.test_restore import BASE_MS, SENSORS, averages_topic, encoded, readings
 from tests.support.kafka import create_topics, produce, read_all, readings_topic, unique_settings
 from tests.support.oracle import expected_windows

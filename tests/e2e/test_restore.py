@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from service.settings import Settings
+from eddy.settings import Settings
 from tests.support.kafka import create_topics, produce, read_all, readings_topic, unique_settings
 from tests.support.oracle import expected_windows
 from tests.support.processes import WorkerProcess

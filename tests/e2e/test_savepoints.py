@@ -2,7 +2,7 @@
 (the same app; a new app id; twice the input partitions), and the outputs are
 those of an uninterrupted run, each exactly once.
 
-Two agents, as users run them (``python -m service worker`` processes, the
+Two agents, as users run them (``python -m eddy worker`` processes, the
 ``stop`` and ``--from-savepoint`` commands): sensor_averages (5 s windows, one
 open across the stop, with its event-time timer pending) and eos_checker (a
 running aggregate per key, emitted per record: any state lost or doubled by the
@@ -25,10 +25,10 @@ import orjson
 import pytest
 from aiokafka.admin import NewPartitions
 
-from agents.eos_checker import checker_topics
-from agents.settings import CheckerSettings
-from service.settings import Settings
-from service.topics import TopicSpec, admin_client, ensure_topics
+from eddy.examples.eos_checker import checker_topics
+from eddy.examples.settings import CheckerSettings
+from eddy.settings import Settings
+from eddy.topics import TopicSpec, admin_client, ensure_topics
 from tests.support.kafka import (
     end_offsets,
     produce,
@@ -144,7 +144,7 @@ async def _grow(settings: Settings, topics: list[str], partitions: int) -> None:
 
 def _run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "service", *args],
+        [sys.executable, "-m", "eddy", *args],
         env=settings_env(settings),
         capture_output=True,
         text=True,

@@ -41,7 +41,7 @@ import httpx
 import orjson
 import pytest
 
-from service.settings import Settings
+from eddy.settings import Settings
 from tests.support.kafka import (
     HOUR_AGO_MS,
     create_topics,
@@ -137,7 +137,7 @@ def bad_records(other_id: int) -> list[tuple[bytes, bytes]]:
 
 def eddy(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "service", *args],
+        [sys.executable, "-m", "eddy", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -350,7 +350,7 @@ def run_and_collect(
     log = settings.state_dir.parent / "refused-worker.log"
     with log.open("wb") as out:
         stopped = subprocess.run(
-            [sys.executable, "-m", "service", "worker"],
+            [sys.executable, "-m", "eddy", "worker"],
             env={**env, "EDDY_SNAPSHOT_ROOT": query_root, "EDDY_API_PORT": "0"},
             stdout=out,
             stderr=subprocess.STDOUT,

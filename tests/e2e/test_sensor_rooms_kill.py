@@ -15,9 +15,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from agents.sensor_rooms import UNKNOWN_ROOM
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings
+from eddy.examples.sensor_rooms import UNKNOWN_ROOM
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings
 from tests.support.kafka import (
     create_topics,
     produce,

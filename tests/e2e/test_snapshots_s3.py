@@ -1,7 +1,7 @@
 """Snapshots on a real S3-compatible server (moto's, tools/s3), as a worker writes
 them and as the CLI and Spark read them.
 
-A worker (``python -m service worker``) with ``EDDY_SNAPSHOT_ROOT=s3://...`` takes
+A worker (``python -m eddy worker``) with ``EDDY_SNAPSHOT_ROOT=s3://...`` takes
 one snapshot on demand (``eddy snapshot create``) and others every
 ``EDDY_SNAPSHOT_INTERVAL_MS``. Then a periodic one is stopped half-way: a proxy
 between the worker and the server holds the upload of one partition's part
@@ -27,9 +27,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from service.settings import Settings
-from service.snapshot.layout import MANIFEST, PARTS, time_of
-from spark_jobs.common import Snapshot
+from eddy.settings import Settings
+from eddy.snapshot.layout import MANIFEST, PARTS, time_of
+from eddy.spark_jobs.common import Snapshot
 from tests.support.kafka import HOUR_AGO_MS, create_topics, produce, unique_settings
 from tests.support.processes import WorkerProcess, settings_env
 from tests.support.s3 import HoldingProxy, s3_filesystem, s3_server  # noqa: F401 (fixture)
@@ -74,7 +74,7 @@ def proxy(s3_server: LocalS3) -> Iterator[HoldingProxy]:  # noqa: F811 (the fixt
 
 def eddy(settings: Settings, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "service", *args],
+        [sys.executable, "-m", "eddy", *args],
         env=settings_env(settings, **env),
         capture_output=True,
         text=True,
@@ -222,7 +222,7 @@ def scenario(
         [
             sys.executable,
             "-m",
-            "spark_jobs.sensor_report",
+            "eddy.spark_jobs.sensor_report",
             "--out",
             str(out),
             "--master",

@@ -20,9 +20,9 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings
-from service.topics import changelog_topic
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings
+from eddy.topics import changelog_topic
 from tests.e2e.test_restore import BASE_MS, encoded
 from tests.support.kafka import create_topics, produce, readings_topic, unique_settings
 from tests.support.processes import WorkerProcess

@@ -25,7 +25,7 @@ BASE_MS = (time.time_ns() // 60_000_000_000 - 120) * MINUTE_MS  # two hours ago,
 APP = """\
 from pydantic import BaseModel
 
-from service import App, BoundedOutOfOrderness, Sum, Topic, Tumbling
+from eddy import App, BoundedOutOfOrderness, Sum, Topic, Tumbling
 
 
 class Reading(BaseModel):

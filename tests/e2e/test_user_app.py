@@ -19,7 +19,7 @@ import httpx
 import orjson
 import pytest
 
-from service.settings import Settings, build
+from eddy.settings import Settings, build
 from tests.support.kafka import produce, read_all, wait_until
 from tests.support.processes import free_port
 from tests.support.user_apps import write_package
@@ -46,7 +46,7 @@ def clicks() -> list[dict[str, Any]]:
 
 
 class UserWorker:
-    """``python -m service worker --app <spec>`` run from the user's folder."""
+    """``python -m eddy worker --app <spec>`` run from the user's folder."""
 
     def __init__(self, root: Path, spec: str, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
@@ -54,7 +54,7 @@ class UserWorker:
         self._log = log.open("ab")
         self.log_path = log
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service", "worker", "--app", spec],
+            [sys.executable, "-m", "eddy", "worker", "--app", spec],
             cwd=root,
             env={**env, "EDDY_API_PORT": str(self.port)},
             stdout=self._log,
@@ -100,7 +100,7 @@ async def test_a_users_agent_runs_queries_and_replays_alike(tmp_path: Path) -> N
     settings = build(Settings, {"topic_prefix": f"u{tag}-"})
     await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "service", "topics", "create", "--app", "clickstream.app:app"],
+        [sys.executable, "-m", "eddy", "topics", "create", "--app", "clickstream.app:app"],
         cwd=root, env=env, check=True, capture_output=True,
     )  # fmt: skip
     rows = clicks()
@@ -153,13 +153,13 @@ async def test_a_users_agent_runs_queries_and_replays_alike(tmp_path: Path) -> N
 def replay(
     root: Path, env: dict[str, str], tmp_path: Path, rows: list[dict[str, Any]]
 ) -> list[Any]:
-    """``python -m service replay`` over the same clicks, from the user's folder."""
+    """``python -m eddy replay`` over the same clicks, from the user's folder."""
     source = tmp_path / "clicks.jsonl"
     source.write_bytes(
         b"".join(orjson.dumps({"topic": "clicks", "record": r}) + b"\n" for r in rows)
     )
     done = subprocess.run(
-        [sys.executable, "-m", "service", "replay", "--app", "clickstream.app:app",
+        [sys.executable, "-m", "eddy", "replay", "--app", "clickstream.app:app",
          "--agent", "clicks_per_minute", "--input", str(source)],
         cwd=root, env={**env, "EDDY_TOPIC_PREFIX": ""}, capture_output=True, check=True,
     )  # fmt: skip

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.settings import Settings
-from service.worker import Worker
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.broker import kafka_broker  # noqa: F401  (autouse, session scope)
 from tests.support.kafka import unique_settings
 

@@ -14,8 +14,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from agents.topics import SENSOR_READING_AVRO
-from service.worker import Worker
+from eddy.examples.topics import SENSOR_READING_AVRO
+from eddy.worker import Worker
 from tests.support.kafka import HOUR_AGO_MS, read_all, readings_topic, unique_settings
 from tests.support.registry import registry_env, registry_url  # noqa: F401
 from tools.simulator.generator import SimulationConfig

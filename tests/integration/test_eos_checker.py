@@ -8,8 +8,8 @@ import httpx
 import orjson
 import pytest
 
-from service.settings import Settings
-from service.worker import Worker
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.kafka import produce, read_all, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration

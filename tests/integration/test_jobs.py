@@ -1,5 +1,5 @@
 """The operations view on the real broker: ``GET /jobs`` over the worker's own
-uvicorn server, ``python -m service status`` as a subprocess, latency markers in
+uvicorn server, ``python -m eddy status`` as a subprocess, latency markers in
 /metrics, and one answer covering two workers, one of whose API is down."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.app.queries import partition_for
-from service.client import request_snapshot
-from service.settings import Settings
-from service.topics import TopicSpec, ensure_topics
-from service.worker import Worker
+from eddy.app.queries import partition_for
+from eddy.client import request_snapshot
+from eddy.settings import Settings
+from eddy.topics import TopicSpec, ensure_topics
+from eddy.worker import Worker
 from tests.support.kafka import (
     produce,
     readings_topic,
@@ -100,12 +100,12 @@ def rows_of(jobs: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 
 async def status_command(*args: str) -> tuple[int, str, str]:
-    """``python -m service status`` in a subprocess (this loop keeps serving the API)."""
+    """``python -m eddy status`` in a subprocess (this loop keeps serving the API)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDDY_")}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "service",
+        "eddy",
         "status",
         *args,
         cwd=ROOT,

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings, load_settings
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings, load_settings
 from tests.support.kafka import read_all, unique_settings
 from tests.support.processes import WorkerProcess, settings_env
 from tests.support.secure_broker import MECHANISM, SecureBroker, secure_broker

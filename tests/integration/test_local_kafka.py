@@ -18,8 +18,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from service.errors import LocalKafkaError
-from service.settings import load_settings
+from eddy.errors import LocalKafkaError
+from eddy.settings import load_settings
 from tools import localkafka
 
 pytestmark = pytest.mark.integration

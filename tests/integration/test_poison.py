@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.records import SensorReading
-from agents.topics import READINGS
-from service import App, Context, Topic, ValueState
-from service.settings import Settings
-from service.worker import Worker
+from eddy import App, Context, Topic, ValueState
+from eddy.examples.records import SensorReading
+from eddy.examples.topics import READINGS
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.kafka import (
     HOUR_AGO_MS,
     produce,

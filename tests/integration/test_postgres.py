@@ -13,10 +13,16 @@ import asyncpg
 import orjson
 import pytest
 
-from agents.postgres_sink import SENSOR_SINK, TABLES, WINDOW_AVERAGES, WindowAverage, upsert_to
-from service.pipeline.pgmigrate import migrate, quote
-from service.pipeline.pgsink import PostgresSink, SinkLogic
-from service.pipeline.source import Source
+from eddy.examples.postgres_sink import (
+    SENSOR_SINK,
+    TABLES,
+    WINDOW_AVERAGES,
+    WindowAverage,
+    upsert_to,
+)
+from eddy.pipeline.pgmigrate import migrate, quote
+from eddy.pipeline.pgsink import PostgresSink, SinkLogic
+from eddy.pipeline.source import Source
 from tests.support.fakes import CollectingOutput, FakeRecord
 from tests.support.postgres import fresh_schema, postgres_dsn, rows_of  # noqa: F401
 

@@ -14,11 +14,11 @@ import orjson
 import pytest
 from pydantic import BaseModel, Field
 
-from agents.records import SensorReading
-from service import App, BroadcastContext, Context, Topic, ValueState
-from service.settings import Settings
-from service.topics import TopicSpec, ensure_topics
-from service.worker import Worker
+from eddy import App, BroadcastContext, Context, Topic, ValueState
+from eddy.examples.records import SensorReading
+from eddy.settings import Settings
+from eddy.topics import TopicSpec, ensure_topics
+from eddy.worker import Worker
 from tests.support.kafka import HOUR_AGO_MS, produce, read_all, unique_settings
 
 pytestmark = pytest.mark.integration
@@ -191,7 +191,7 @@ async def test_inputs_with_different_partition_counts_are_re_keyed_not_joined_wr
     await ensure_topics(
         settings, [TopicSpec(names["readings"], 6), TopicSpec(names["switches"], 2)]
     )
-    with caplog.at_level("WARNING", logger="service.pipeline.copartition"):
+    with caplog.at_level("WARNING", logger="eddy.pipeline.copartition"):
         worker = await start(settings, filter_app(names, "filter2"))
     try:
         assert any("not co-partitioned" in r.message for r in caplog.records)

@@ -14,10 +14,10 @@ import httpx
 import orjson
 import pytest
 
-import agents
-from service.settings import Settings
-from service.topics import TopicSpec, ensure_topics
-from service.worker import Worker
+from eddy import examples
+from eddy.settings import Settings
+from eddy.topics import TopicSpec, ensure_topics
+from eddy.worker import Worker
 from tests.support.kafka import produce, read_all, readings_topic, unique_settings
 
 pytestmark = pytest.mark.integration
@@ -43,7 +43,7 @@ async def started(tmp_path: Path) -> AsyncIterator[Any]:
     async def start(*names: str) -> tuple[Settings, Worker]:
         settings = unique_settings(tmp_path / names[0], agents=names)
         await ensure_topics(settings, [TopicSpec(readings_topic(settings), 6)])
-        worker = Worker(settings, agents.app.build(settings))
+        worker = Worker(settings, examples.app.build(settings))
         await worker.start()
         workers.append(worker)
         return settings, worker

@@ -13,10 +13,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from pydantic import BaseModel
 
-from service import App, BoundedOutOfOrderness, Count, Topic, Tumbling
-from service.settings import Settings
-from service.topics import TopicSpec, ensure_topics
-from service.worker import Worker
+from eddy import App, BoundedOutOfOrderness, Count, Topic, Tumbling
+from eddy.settings import Settings
+from eddy.topics import TopicSpec, ensure_topics
+from eddy.worker import Worker
 from tests.support.kafka import read_all, unique_settings
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,9 @@ import httpx
 import orjson
 import pytest
 
-from service.app.queries import partition_for
-from service.settings import Settings
-from service.worker import Worker
+from eddy.app.queries import partition_for
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.kafka import produce, read_all, readings_topic, sensor_settings, wait_until
 from tests.support.oracle import expected_windows
 

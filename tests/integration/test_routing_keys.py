@@ -14,9 +14,9 @@ import httpx
 import orjson
 import pytest
 
-from service.app.queries import partition_for
-from service.settings import Settings
-from service.worker import Worker
+from eddy.app.queries import partition_for
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.integration.test_routing import BASE_MS, PIPELINE, owned, reading, split_between
 from tests.support.kafka import produce, read_all, readings_topic
 

@@ -14,15 +14,15 @@ import httpx
 import orjson
 import pytest
 
-from agents.eos_checker import CheckerRecord
-from service import App, Context, StateDescriptor, Topic, ValueState
-from service.client import WorkerClient
-from service.savepoint import catalog
-from service.savepoint.plan import SavepointIncompatibleError
-from service.savepoint.restore import restore
-from service.settings import Settings
-from service.topics import TopicSpec, ensure_topics
-from service.worker import Worker
+from eddy import App, Context, StateDescriptor, Topic, ValueState
+from eddy.client import WorkerClient
+from eddy.examples.eos_checker import CheckerRecord
+from eddy.savepoint import catalog
+from eddy.savepoint.plan import SavepointIncompatibleError
+from eddy.savepoint.restore import restore
+from eddy.settings import Settings
+from eddy.topics import TopicSpec, ensure_topics
+from eddy.worker import Worker
 from tests.support.kafka import produce, read_all, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration

@@ -26,10 +26,10 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pydantic import BaseModel
 
-from service import App, Avro, ConfigError, JsonSchema, Protobuf, Topic
-from service.schemas.registry import SchemaRejected
-from service.settings import Settings
-from service.worker import Worker
+from eddy import App, Avro, ConfigError, JsonSchema, Protobuf, Topic
+from eddy.schemas.registry import SchemaRejected
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.kafka import HOUR_AGO_MS, read_all, unique_settings
 from tests.support.registry import reading_pb2, registry_env, registry_url  # noqa: F401
 
@@ -389,7 +389,7 @@ def test_the_client_reads_each_ids_subjects_and_unknown_ids_from_the_real_regist
 ) -> None:
     from confluent_kafka.schema_registry import Schema
 
-    from service.schemas.registry import SchemaRegistry
+    from eddy.schemas.registry import SchemaRegistry
 
     suffix = uuid.uuid4().hex[:8]
     text = json.dumps(avro_record(f"Probe{suffix}", SENSOR_ID))

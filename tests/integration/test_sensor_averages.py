@@ -8,8 +8,8 @@ import time
 import orjson
 import pytest
 
-from service.settings import Settings
-from service.worker import Worker
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.kafka import produce, read_all, readings_topic, sensor_settings, wait_until
 from tests.support.oracle import expected_windows
 

@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
-import agents
-from agents.sensor_rooms import UNKNOWN_ROOM
-from service.settings import Settings
-from service.worker import Worker
+from eddy import examples
+from eddy.examples.sensor_rooms import UNKNOWN_ROOM
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.kafka import create_topics, produce, read_all, readings_topic, unique_settings
 from tests.support.rooms import RoomService, readings
 from tools.simulator.rooms import room_of
@@ -33,7 +33,7 @@ async def enrich(settings: Settings, rows: list[tuple[bytes, bytes]], **room: An
     """Run one worker over ``rows`` with sensor_rooms' settings ``room``; the
     enriched records, read_committed."""
     await create_topics(settings)
-    worker = Worker(settings, agents.app.build(settings, overrides={"RoomSettings": room}))
+    worker = Worker(settings, examples.app.build(settings, overrides={"RoomSettings": room}))
     await worker.start()
     try:
         await produce(settings, readings_topic(settings), rows)

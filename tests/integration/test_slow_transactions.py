@@ -11,10 +11,10 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-import agents
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings
-from service.worker import Worker
+from eddy import examples
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings
+from eddy.worker import Worker
 from tests.support.kafka import (
     create_topics,
     produce,
@@ -43,7 +43,7 @@ def one_lookup_at_a_time(tmp_path: Path, service: RoomService) -> Settings:
 
 def worker_of(settings: Settings, service: RoomService) -> Worker:
     room = {"room_service_url": service.url, "lookup_capacity": 1}
-    return Worker(settings, agents.app.build(settings, overrides={"RoomSettings": room}))
+    return Worker(settings, examples.app.build(settings, overrides={"RoomSettings": room}))
 
 
 async def committed_end(settings: Settings, topic: str) -> int:

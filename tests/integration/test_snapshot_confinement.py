@@ -14,11 +14,11 @@ import httpx
 import orjson
 import pytest
 
-from service.settings import Settings
-from service.snapshot import catalog
-from service.snapshot.layout import MANIFEST, BrokenSnapshotError, OutsideRootError, SnapshotRoot
-from service.topics import TopicSpec, ensure_topics
-from service.worker import Worker
+from eddy.settings import Settings
+from eddy.snapshot import catalog
+from eddy.snapshot.layout import MANIFEST, BrokenSnapshotError, OutsideRootError, SnapshotRoot
+from eddy.topics import TopicSpec, ensure_topics
+from eddy.worker import Worker
 from tests.support.kafka import readings_topic, unique_settings
 from tests.support.s3 import s3_filesystem, s3_server  # noqa: F401 (fixture)
 from tests.unit.test_snapshot_export import publish_two_partitions

@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from service.client import request_snapshot
-from service.settings import Settings
-from service.snapshot.layout import SnapshotRoot
-from service.topics import TopicSpec, changelog_topic, ensure_topics
-from service.worker import Worker
-from tables.export import decoder_for
+from eddy.client import request_snapshot
+from eddy.settings import Settings
+from eddy.snapshot.layout import SnapshotRoot
+from eddy.tables.export import decoder_for
+from eddy.topics import TopicSpec, changelog_topic, ensure_topics
+from eddy.worker import Worker
 from tests.support.kafka import read_all, readings_topic, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration

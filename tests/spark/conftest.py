@@ -1,6 +1,6 @@
 """One local[1] Spark session for every Spark test, and a snapshot produced from a
 fixed input by the reference app's real agents (run without Kafka by the test
-driver, service.testing)."""
+driver, eddy.testing)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-import agents
-from service.snapshot.layout import SnapshotRoot, snapshot_id_at
-from service.snapshot.offline import snapshot_stores
-from service.testing import TestDriver
+from eddy import examples
+from eddy.snapshot.layout import SnapshotRoot, snapshot_id_at
+from eddy.snapshot.offline import snapshot_stores
+from eddy.testing import TestDriver
 from tests.spark import inputs
 
 APP = "spark-test"
@@ -44,7 +44,7 @@ def replay_into_snapshot(
 ) -> None:
     """Feed ``lines`` to the agents, then snapshot their state. Each line is a record
     of a topic, or a processing time that every stage gets as a tick."""
-    with TestDriver(agents.app, agents=AGENTS) as driver:
+    with TestDriver(examples.app, agents=AGENTS) as driver:
         for line in lines:
             if "processing_time" in line:
                 driver.set_time(int(line["processing_time"]))
@@ -71,9 +71,9 @@ def snapshots(tmp_path_factory: pytest.TempPathFactory) -> SnapshotRoot:
 def local_reports(
     spark: SparkSession, snapshots: SnapshotRoot, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """Every job run once in local mode on ``snapshots`` (``python -m spark_jobs``,
+    """Every job run once in local mode on ``snapshots`` (``python -m eddy.spark_jobs``,
     in this process's session): the reports' folder, ``<out>/<snapshot id>/<job>/``."""
-    from spark_jobs.__main__ import main
+    from eddy.spark_jobs.__main__ import main
 
     out = tmp_path_factory.mktemp("local-reports")
     assert main(["--root", snapshots.uri, "--app", APP, "--out", str(out)]) == 0

@@ -1,8 +1,8 @@
 """The jobs on a Spark standalone cluster, as on a real one: a master and a worker
 from pyspark's own distribution, every job submitted with ``spark-submit --master
-spark://...``, its code shipped as ``--py-files`` (a zip of spark_jobs, service and
-tables) and hadoop-aws as ``--jars``, reading the snapshots through ``s3a://`` from
-a real S3-compatible server (moto's). Each job's outputs must equal local mode's
+spark://...``, its code shipped as ``--py-files`` (a zip of the parts of the eddy
+package the jobs use) and hadoop-aws as ``--jars``, reading the snapshots through
+``s3a://`` from a real S3-compatible server (moto's). Each job's outputs must equal local mode's
 on the same snapshots.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from service.snapshot.layout import SnapshotRoot, snapshot_id_at
-from spark_jobs import JOBS
+from eddy.snapshot.layout import SnapshotRoot, snapshot_id_at
+from eddy.spark_jobs import JOBS
 from tests.spark import inputs
 from tests.spark.conftest import APP
 from tests.support.s3 import s3_server, upload  # noqa: F401 (fixture)

@@ -12,10 +12,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from service.snapshot.layout import SnapshotRoot, snapshot_id_at
-from spark_jobs import hashtag_trends, sensor_report, snapshot_diff, vehicle_speed_report
-from spark_jobs.common import Snapshot
-from spark_jobs.ranking import with_rank
+from eddy.snapshot.layout import SnapshotRoot, snapshot_id_at
+from eddy.spark_jobs import hashtag_trends, sensor_report, snapshot_diff, vehicle_speed_report
+from eddy.spark_jobs.common import Snapshot
+from eddy.spark_jobs.ranking import with_rank
 from tests.spark import inputs
 from tests.spark.conftest import APP
 

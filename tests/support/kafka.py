@@ -11,9 +11,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings, build
-from service.topics import admin_client, app_topics, ensure_topics, partition_counts
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings, build
+from eddy.topics import admin_client, app_topics, ensure_topics, partition_counts
 
 # Event time for test records: an hour ago, on the hour. Outputs carry event time as
 # their Kafka timestamp, and the broker deletes segments older than its retention
@@ -95,7 +95,7 @@ async def read_all(
 
 async def create_topics(settings: Settings) -> None:
     """The topics of the reference agents ``settings.agents`` names."""
-    from agents import app
+    from eddy.examples import app
 
     await ensure_topics(settings, app_topics(app.build(settings, overrides=TEST_AGENT_SETTINGS)))
 
@@ -107,7 +107,7 @@ TEST_AGENT_SETTINGS = {"SinkSettings": {"postgres_dsn": "postgresql://unused@127
 def sensor_settings() -> Any:
     """The sensor agents' settings as a test runs them (the defaults, unless the
     environment says otherwise)."""
-    from agents.settings import SensorSettings
+    from eddy.examples.settings import SensorSettings
 
     return build(SensorSettings, {})
 

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from service.pipeline.pgmigrate import quote
+from eddy.pipeline.pgmigrate import quote
 from tools import postgres
 
 

@@ -1,4 +1,4 @@
-"""Worker processes for end-to-end tests: `python -m service worker`, as users run it."""
+"""Worker processes for end-to-end tests: `python -m eddy worker`, as users run it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from service.settings import Settings
+from eddy.settings import Settings
 
 
 def free_port() -> int:
@@ -44,7 +44,7 @@ class WorkerProcess:
         worker_env = settings_env(settings, EDDY_API_PORT=str(self.port), **env)
         self._log = log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service", "worker", *args],
+            [sys.executable, "-m", "eddy", "worker", *args],
             env=worker_env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

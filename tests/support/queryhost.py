@@ -13,17 +13,17 @@ from typing import Any
 
 import orjson
 
-import agents
-from api.app import create_app
-from service.app.queries import partition_for
-from service.eventtime import SystemClock, TimeWindow
-from service.pipeline.windowed import RESULTS
-from service.plane.backend import QueryPlane
-from service.plane.stages import Secondaries
-from service.plane.status import ReportFile
-from service.plane.supervisor import Child
-from service.settings import Settings, build
-from tables.store import PartitionStore
+from eddy import examples
+from eddy.api.app import create_app
+from eddy.app.queries import partition_for
+from eddy.eventtime import SystemClock, TimeWindow
+from eddy.pipeline.windowed import RESULTS
+from eddy.plane.backend import QueryPlane
+from eddy.plane.stages import Secondaries
+from eddy.plane.status import ReportFile
+from eddy.plane.supervisor import Child
+from eddy.settings import Settings, build
+from eddy.tables.store import PartitionStore
 from tests.support.kafka import TEST_AGENT_SETTINGS
 
 PARTITIONS = 6
@@ -136,7 +136,7 @@ class Host:
 def query_plane(host: Host, root: Path, secondaries: Secondaries | None = None) -> QueryPlane:
     """The query process's backend over ``host``, with the default app's agents."""
     settings = build(Settings, {"topic_prefix": "", "worker_id": "w", "state_dir": root})
-    built = agents.app.build(settings, [*agents.app.default_agents], TEST_AGENT_SETTINGS)
+    built = examples.app.build(settings, [*examples.app.default_agents], TEST_AGENT_SETTINGS)
     found = secondaries or Secondaries(root / "secondary")
     return QueryPlane(settings, built, SystemClock(), lambda: host.children, found, lambda: ME)
 
@@ -144,4 +144,6 @@ def query_plane(host: Host, root: Path, secondaries: Secondaries | None = None) 
 def query_api(plane: QueryPlane, token: str | None = None, fast: bool = True) -> Any:
     """The worker's API over ``plane``, as ``eddy worker`` builds it (``fast``: with
     the fast path of point queries)."""
-    return create_app(plane, token, plane.observe_request, app=agents.app, fast_point_queries=fast)
+    return create_app(
+        plane, token, plane.observe_request, app=examples.app, fast_point_queries=fast
+    )

@@ -1,6 +1,6 @@
 """A team's own app, run as they would run it: a package in a folder outside the
 repository, its topics created by ``eddy topics create``, a worker started with
-``python -m service worker --app``, and its dead-letter topic read as they would
+``python -m eddy worker --app``, and its dead-letter topic read as they would
 read it."""
 
 from __future__ import annotations
@@ -17,21 +17,21 @@ from pathlib import Path
 import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings, build
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings, build
 from tests.support.kafka import topic_partitions
 from tests.support.processes import free_port
 
 
 class Worker:
-    """``python -m service worker --app <package>.app:app``, one ingest process."""
+    """``python -m eddy worker --app <package>.app:app``, one ingest process."""
 
     def __init__(self, root: Path, env: dict[str, str], log: Path, package: str) -> None:
         self.url = f"http://127.0.0.1:{env['EDDY_API_PORT']}"
         self.log_path = log
         self._log = log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service", "worker", "--app", f"{package}.app:app"],
+            [sys.executable, "-m", "eddy", "worker", "--app", f"{package}.app:app"],
             cwd=root,
             env=env,
             stdout=self._log,
@@ -96,7 +96,7 @@ async def user_app(
     settings = build(Settings, {"topic_prefix": f"c{tag}-", "dead_letter_topic": f"c{tag}-dead"})
     created = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "service", "topics", "create", "--app", f"{package}.app:app"],
+        [sys.executable, "-m", "eddy", "topics", "create", "--app", f"{package}.app:app"],
         cwd=root, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert created.returncode == 0, created.stderr

@@ -10,11 +10,11 @@ from pathlib import Path
 
 PACKAGE = "clickstream"
 
-# The 25-line agent of the docs' promise: everything from `service`, nothing internal.
+# The 25-line agent of the docs' promise: everything from `eddy`, nothing internal.
 FLUENT = """\
 from pydantic import BaseModel
 
-from service import App, BoundedOutOfOrderness, Count, Topic, Tumbling
+from eddy import App, BoundedOutOfOrderness, Count, Topic, Tumbling
 
 
 class Click(BaseModel):
@@ -40,7 +40,7 @@ late_clicks = Topic("clicks-late", Click, key="user")
 
 # The same agent, record at a time: keyed state, an event-time timer per minute.
 TIMERS = """\
-from service import App, BoundedOutOfOrderness, Context, MapState, Topic
+from eddy import App, BoundedOutOfOrderness, Context, MapState, Topic
 
 from clickstream.app import Click, clicks
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from service.plane.backend import QueryPlane
-from service.plane.stages import Secondaries
+from eddy.plane.backend import QueryPlane
+from eddy.plane.stages import Secondaries
 from tests.support.queryhost import Host, query_plane
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from httpx import ASGITransport, AsyncClient
 
-import agents
-from api.app import create_app
-from service.app.queries import WindowPage
+from eddy import examples
+from eddy.api.app import create_app
+from eddy.app.queries import WindowPage
 from tests.unit.test_api_routes import FakeBackend as RoutesBackend
 
 
@@ -46,7 +46,7 @@ def backend() -> FakeBackend:
 
 @pytest.fixture
 async def client(backend: FakeBackend) -> AsyncIterator[AsyncClient]:
-    app = create_app(backend, app=agents.app)  # type: ignore[arg-type]
+    app = create_app(backend, app=examples.app)  # type: ignore[arg-type]
     transport = ASGITransport(app, raise_app_exceptions=False)
     async with AsyncClient(transport=transport, base_url="http://eddy") as client:
         yield client

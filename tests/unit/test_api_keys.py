@@ -15,11 +15,11 @@ from httpx import ASGITransport, AsyncClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.segments import decoded, forwardable, routed_path
-from service.app.queries import partition_for
-from service.eventtime import TimeWindow
-from service.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
-from service.plane.backend import QueryPlane
+from eddy.api.segments import decoded, forwardable, routed_path
+from eddy.app.queries import partition_for
+from eddy.eventtime import TimeWindow
+from eddy.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
+from eddy.plane.backend import QueryPlane
 from tests.support.queryhost import PARTITIONS, Host, average, commit, query_api
 
 # Each in a partition served here (0-3, tests/support/queryhost.py).

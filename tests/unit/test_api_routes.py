@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from httpx import ASGITransport, AsyncClient
 
-import agents
-from api.app import create_app
-from service.app.plan import View
-from service.app.queries import (
+from eddy import examples
+from eddy.api.app import create_app
+from eddy.app.plan import View
+from eddy.app.queries import (
     Freshness,
     NoDataYetError,
     Owner,
@@ -24,11 +24,11 @@ from service.app.queries import (
     UnknownKeyError,
     WindowPage,
 )
-from service.app.scans import KeyPage, SlicePage
-from service.eventtime import MIN_WATERMARK, TimeWindow
-from service.settings import Settings, build
-from service.snapshot.layout import SnapshotRoot
-from tables.catalog import Entry
+from eddy.app.scans import KeyPage, SlicePage
+from eddy.eventtime import MIN_WATERMARK, TimeWindow
+from eddy.settings import Settings, build
+from eddy.snapshot.layout import SnapshotRoot
+from eddy.tables.catalog import Entry
 from tests.support.kafka import TEST_AGENT_SETTINGS
 from tests.unit.test_snapshot_export import assert_summarises_two_partitions, publish_two_partitions
 
@@ -62,8 +62,8 @@ ALERT = {"sensor_id": "s1", "kind": "freezing", "message": "Freezing Alarm for s
 
 def _built_views() -> list[View]:
     settings = build(Settings, {"topic_prefix": ""})
-    names = [*agents.app.default_agents, "sensor_rooms"]
-    return agents.app.build(settings, names, TEST_AGENT_SETTINGS).views
+    names = [*examples.app.default_agents, "sensor_rooms"]
+    return examples.app.build(settings, names, TEST_AGENT_SETTINGS).views
 
 
 class FakeBackend:
@@ -186,7 +186,7 @@ def backend() -> FakeBackend:
 
 
 def _app(backend: FakeBackend, token: str | None = None, observe: Any = None) -> Any:
-    return create_app(backend, token, observe, app=agents.app)
+    return create_app(backend, token, observe, app=examples.app)
 
 
 async def _client(backend: FakeBackend, token: str | None = None) -> AsyncClient:

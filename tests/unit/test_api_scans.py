@@ -18,17 +18,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import agents
-from service.app.plan import View
-from service.app.queries import Freshness, PartitionUnavailableError, ServedPartition
-from service.app.scans import Budget, Scans, merge_pages, position
-from service.app.scans import keys as scan_keys
-from service.app.scans import window_slice as scan_window
-from service.eventtime import TimeWindow
-from service.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
-from service.settings import Settings, build
-from tables.keyed import state_table
-from tables.store import PartitionStore
+from eddy import examples
+from eddy.app.plan import View
+from eddy.app.queries import Freshness, PartitionUnavailableError, ServedPartition
+from eddy.app.scans import Budget, Scans, merge_pages, position
+from eddy.app.scans import keys as scan_keys
+from eddy.app.scans import window_slice as scan_window
+from eddy.eventtime import TimeWindow
+from eddy.pipeline.windowed import RESULTS, RESULTS_BY_WINDOW
+from eddy.settings import Settings, build
+from eddy.tables.keyed import state_table
+from eddy.tables.store import PartitionStore
 from tests.support.kafka import TEST_AGENT_SETTINGS
 
 WINDOW = TimeWindow(60_000, 120_000)
@@ -38,7 +38,7 @@ KEYS = st.lists(st.text(ALPHABET, min_size=1, max_size=5), unique=True, max_size
 
 def _views() -> list[View]:
     settings = build(Settings, {"topic_prefix": ""})
-    return agents.app.build(settings, [*agents.app.default_agents], TEST_AGENT_SETTINGS).views
+    return examples.app.build(settings, [*examples.app.default_agents], TEST_AGENT_SETTINGS).views
 
 
 VIEWS = _views()

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service import (
+from eddy import (
     App,
     BoundedOutOfOrderness,
     Count,

@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("service", "tables", "api", "agents", "spark_jobs")
+# The repository's folders and the modules they are in the installed package.
+PACKAGES = {
+    "service": "eddy",
+    "tables": "eddy.tables",
+    "api": "eddy.api",
+    "agents": "eddy.examples",
+    "spark_jobs": "eddy.spark_jobs",
+}
+PRODUCT = tuple(PACKAGES)
 REFERENCE_AGENTS = (
     "sensor_averages",
     "sensor_minmax",
@@ -27,10 +35,14 @@ REFERENCE_AGENTS = (
 )
 
 
-def _modules(*packages: str) -> Iterator[tuple[str, Path, ast.Module]]:
-    for package in packages:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+def _modules(*folders: str) -> Iterator[tuple[str, Path, ast.Module]]:
+    """Each module of these folders (their links not followed: service/'s links to
+    the other folders), by its name in the installed package."""
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = ".".join(
+                (PACKAGES[folder], *path.relative_to(ROOT / folder).with_suffix("").parts)
+            )
             yield name.removesuffix(".__init__"), path, ast.parse(path.read_text())
 
 
@@ -48,27 +60,27 @@ def _imports(tree: ast.Module, *, typing_too: bool = False) -> Iterator[str]:
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "service":  # `from service import settings`: a module
+            if node.module == "eddy":  # `from eddy import settings`: a module
                 for alias in node.names:
                     as_module = ROOT / "service" / alias.name
                     found = as_module.is_dir() or as_module.with_suffix(".py").exists()
-                    yield f"service.{alias.name}" if found else "service"
+                    yield f"eddy.{alias.name}" if found else "eddy"
             else:
                 yield node.module
 
 
 def _unit(module: str) -> str:
     """The node of the dependency graph: a top-level package, or a module or
-    subpackage directly under ``service`` (the framework's own packages)."""
+    subpackage directly under ``eddy`` (the framework's own packages)."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "service" and len(parts) > 1 else parts[0]
+    return ".".join(parts[:2]) if parts[0] == "eddy" and len(parts) > 1 else parts[0]
 
 
 def test_no_two_packages_import_each_other() -> None:
     graph: dict[str, set[str]] = {}
     for name, _, tree in _modules(*PRODUCT):
         for imported in _imports(tree):
-            if imported.split(".")[0] in PRODUCT and _unit(imported) != _unit(name):
+            if imported.split(".")[0] == "eddy" and _unit(imported) != _unit(name):
                 graph.setdefault(_unit(name), set()).add(_unit(imported))
     cycles = [(a, b) for a, targets in graph.items() for b in targets if a in _reachable(graph, b)]
     assert cycles == []
@@ -108,15 +120,16 @@ def test_the_framework_names_no_reference_agent(package: str) -> None:
 
 
 def test_agents_import_only_the_public_surface() -> None:
-    """An agent module uses ``from service import ...`` and other agent modules,
+    """An agent module uses ``from eddy import ...`` and other agent modules,
     never Eddy's internals (nor the dependencies Eddy builds on)."""
     allowed_third_party = {"pydantic", "aiohttp"}
     offenders = []
     for _, path, tree in _modules("agents"):
         for imported in _imports(tree, typing_too=True):
             top = imported.split(".")[0]
-            internal = top in ("service", "tables", "api") and imported != "service"
-            if internal or (top not in (*PRODUCT, *allowed_third_party) and not _stdlib(top)):
+            own = imported == "eddy" or imported.startswith("eddy.examples")
+            internal = top == "eddy" and not own
+            if internal or (top not in ("eddy", *allowed_third_party) and not _stdlib(top)):
                 offenders.append(f"{path.relative_to(ROOT)} imports {imported}")
     assert offenders == []
 
@@ -131,12 +144,12 @@ def test_every_public_name_loads_and_the_cli_help_loads_none_of_them() -> None:
     import subprocess
     import sys
 
-    import service
+    import eddy
 
-    for name in service.__all__:
-        assert getattr(service, name) is not None, name
+    for name in eddy.__all__:
+        assert getattr(eddy, name) is not None, name
     probe = (
-        "import sys, service.cli; service.cli.build_parser(); "
+        "import sys, eddy.cli; eddy.cli.build_parser(); "
         "print(sorted(m for m in ('fastapi', 'aiokafka', 'rocksdict', 'pydantic_settings', "
         "'pyarrow') if m in sys.modules))"
     )
@@ -151,9 +164,9 @@ def test_a_worker_loads_pyarrow_and_asyncpg_only_when_it_uses_them() -> None:
     import sys
 
     probe = (
-        "import sys, service.plane.ingest, service.plane.front, agents.app; "
+        "import sys, eddy.plane.ingest, eddy.plane.front, eddy.examples.app; "
         # A worker opens its snapshot and savepoint roots when it starts.
-        "from service.snapshot.layout import SnapshotRoot; SnapshotRoot.open('snapshots'); "
+        "from eddy.snapshot.layout import SnapshotRoot; SnapshotRoot.open('snapshots'); "
         "print(sorted(m for m in ('pyarrow', 'numpy', 'asyncpg') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.runtime.assignor import MemberState, Plan, plan
+from eddy.runtime.assignor import MemberState, Plan, plan
 
 
 def owners(result: Plan) -> dict[int, str]:
@@ -72,7 +72,7 @@ def test_the_warmest_copy_wins_a_free_partition() -> None:
 def test_every_member_learns_every_partitions_owner_endpoint() -> None:
     from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-    from service.runtime.assignor import EddyAssignor
+    from eddy.runtime.assignor import EddyAssignor
 
     class Cluster:
         def partitions_for_topic(self, topic: str) -> set[int]:
@@ -101,7 +101,7 @@ def test_every_member_learns_every_partitions_owner_endpoint() -> None:
 def test_stages_sharing_a_group_each_get_every_partition_of_their_own_topics() -> None:
     """Two agents with one ``group_id`` (as Kafka Streams' sub-topologies share an
     application id): a worker's consumer of ``data`` is never handed ``repartition``."""
-    from service.runtime.assignor import EddyAssignor
+    from eddy.runtime.assignor import EddyAssignor
 
     class Cluster:
         def partitions_for_topic(self, topic: str) -> set[int]:

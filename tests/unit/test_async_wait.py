@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.eventtime.async_wait import AsyncWaitQueue, Result, Watermark
+from eddy.eventtime.async_wait import AsyncWaitQueue, Result, Watermark
 
 
 def values(released: list[Result[int] | Watermark]) -> list[int | str]:

@@ -54,9 +54,9 @@ def test_an_unexpected_unit_is_an_error_not_a_wrong_figure() -> None:
 
 
 def test_processes_are_labelled_by_role() -> None:
-    ingest = ["/v/python", "-m", "service.plane.ingest", "--index", "1", "--parent-pid", "7"]
+    ingest = ["/v/python", "-m", "eddy.plane.ingest", "--index", "1", "--parent-pid", "7"]
     assert label_of(ingest, is_root=False) == "ingest-1"
-    assert label_of(["/v/python", "-m", "service", "worker"], is_root=True) == QUERY
+    assert label_of(["/v/python", "-m", "eddy", "worker"], is_root=True) == QUERY
     assert label_of(["/usr/bin/java", "-cp", "x"], is_root=False) == "java"
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agents import app
-from service import TestDriver
-from service.settings import Settings, build
+from eddy import TestDriver
+from eddy.examples import app
+from eddy.settings import Settings, build
 from tools.chaos import workload
 from tools.chaos.recompute import checker_aggregates
 from tools.chaos.reference import Plan, run_agents, verify

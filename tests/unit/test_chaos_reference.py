@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from service.app.queries import partition_for
+from eddy.app.queries import partition_for
 from tools.chaos import streams, workload
 from tools.chaos.recompute_reference import (
     expected_alerts,

@@ -1,5 +1,5 @@
 """The command lines as a user meets them: ``eddy``, ``python -m tools`` and
-``python -m spark_jobs`` (and each job alone) name themselves as they are typed,
+``python -m eddy.spark_jobs`` (and each job alone) name themselves as they are typed,
 say what every subcommand and choice does, print JSON on request for everything
 that lists, and print each error as one line without a traceback."""
 
@@ -19,11 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
-import service
-from service.cli import build_parser as eddy_parser
-from service.cli import main as eddy
-from service.snapshot.layout import SnapshotRoot
-from spark_jobs import JOBS
+import eddy as eddy_package
+from eddy.cli import build_parser as eddy_parser
+from eddy.cli import main as eddy
+from eddy.snapshot.layout import SnapshotRoot
+from eddy.spark_jobs import JOBS
 from tests.support.user_apps import write_package
 from tests.unit.test_snapshot_export import assert_summarises_two_partitions, publish_two_partitions
 from tools import localkafka, postgres
@@ -34,19 +34,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def spark_parser() -> argparse.ArgumentParser:
-    return import_module("spark_jobs.__main__").build_parser()  # type: ignore[no-any-return]
+    return import_module("eddy.spark_jobs.__main__").build_parser()  # type: ignore[no-any-return]
 
 
 def job_parser(name: str) -> Callable[[], argparse.ArgumentParser]:
-    return lambda: import_module(f"spark_jobs.{name}").build_parser()  # type: ignore[no-any-return]
+    return lambda: import_module(f"eddy.spark_jobs.{name}").build_parser()  # type: ignore[no-any-return]
 
 
 # Each command line, as a user types it, and the function its module builds it with.
 COMMAND_LINES: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "eddy": eddy_parser,
     "python -m tools": tools_parser,
-    "python -m spark_jobs": spark_parser,
-    **{f"python -m spark_jobs.{name}": job_parser(name) for name in JOBS},
+    "python -m eddy.spark_jobs": spark_parser,
+    **{f"python -m eddy.spark_jobs.{name}": job_parser(name) for name in JOBS},
 }
 
 
@@ -279,7 +279,7 @@ def test_a_refused_path_is_one_line(
     def refused(*_: Any) -> list[dict[str, Any]]:
         raise PermissionError(13, "Permission denied", "/data/snapshots/eddy")
 
-    monkeypatch.setattr("service.snapshot.catalog.listing", refused)
+    monkeypatch.setattr("eddy.snapshot.catalog.listing", refused)
     assert eddy(["snapshot", "list"]) == 2
     assert_one_line_error(capsys.readouterr().err, "eddy: [Errno 13] Permission denied")
 
@@ -325,8 +325,8 @@ def test_eddy_send_refuses_what_the_app_would_dead_letter_before_touching_kafka(
 
 
 def test_eddy_send_keys_a_record_by_the_topics_key_field() -> None:
-    from agents.topics import READINGS
-    from service.send import encoded
+    from eddy.examples.topics import READINGS
+    from eddy.send import encoded
 
     key, value = encoded(
         READINGS, '{"sensor_id": "s7", "timestamp_ms": 5, "temperature": 70.5}', None
@@ -437,7 +437,7 @@ def test_dispose_deletes_one_so_list_no_longer_shows_it_and_show_fails_in_one_li
 
 def test_version_is_eddy_and_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     installed = metadata.version("eddy")
-    assert service.__version__ == installed
+    assert eddy_package.__version__ == installed
     expected = f"eddy {installed}\n"
     (script,) = metadata.entry_points(group="console_scripts", name="eddy")
     assert script.load() is eddy  # what the installed `eddy` runs
@@ -446,7 +446,7 @@ def test_version_is_eddy_and_the_installed_version(capsys: pytest.CaptureFixture
     assert exited.value.code == 0
     assert capsys.readouterr().out == expected
     done = subprocess.run(
-        [sys.executable, "-m", "service", "--version"],
+        [sys.executable, "-m", "eddy", "--version"],
         capture_output=True,
         text=True,
         timeout=120,

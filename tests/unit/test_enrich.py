@@ -12,13 +12,13 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.records import SensorReading
-from service.eventtime import BoundedOutOfOrderness
-from service.pipeline.base import Target
-from service.pipeline.enrich import AsyncEnrichment, EnrichmentLogic, Lookup
-from service.pipeline.source import Source
-from service.serde import JsonModel, encode_json
-from tables.store import PartitionStore
+from eddy.eventtime import BoundedOutOfOrderness
+from eddy.examples.records import SensorReading
+from eddy.pipeline.base import Target
+from eddy.pipeline.enrich import AsyncEnrichment, EnrichmentLogic, Lookup
+from eddy.pipeline.source import Source
+from eddy.serde import JsonModel, encode_json
+from eddy.tables.store import PartitionStore
 from tests.support.fakes import CollectingOutput, FakeRecord
 
 

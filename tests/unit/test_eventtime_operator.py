@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.eventtime import BoundedOutOfOrderness, Stats, TimeWindow, Tumbling, WindowSpec
-from service.eventtime.harness import Emission, WindowHarness
-from service.eventtime.keyed import KeyedWindows
+from eddy.eventtime import BoundedOutOfOrderness, Stats, TimeWindow, Tumbling, WindowSpec
+from eddy.eventtime.harness import Emission, WindowHarness
+from eddy.eventtime.keyed import KeyedWindows
 
 Event = tuple[str, int, float]
 SIZE_MS = 1_000

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.eventtime import MIN_WATERMARK, BoundedOutOfOrderness, FakeClock, TimeWindow, Tumbling
+from eddy.eventtime import MIN_WATERMARK, BoundedOutOfOrderness, FakeClock, TimeWindow, Tumbling
 
 timestamps = st.integers(min_value=-(10**12), max_value=10**13)
 

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import Receive, Scope, Send
 
-from api.fastpath import PointQueries, plain_int, query_params
-from service.plane.backend import QueryPlane
+from eddy.api.fastpath import PointQueries, plain_int, query_params
+from eddy.plane.backend import QueryPlane
 from tests.support.queryhost import Host, commit, query_api, sensor_in
 
 TOKEN = "s3cret"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.runtime.engine import FETCH_WAIT_MS, fetch_wait_ms
+from eddy.runtime.engine import FETCH_WAIT_MS, fetch_wait_ms
 
 
 @given(now_ms=st.integers(0, 10**9), until_due_ms=st.integers(-10_000, 10_000))

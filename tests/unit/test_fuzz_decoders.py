@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.serde import DecodeError
+from eddy.serde import DecodeError
 from tools.fuzz.runner import Runner
 from tools.fuzz.targets import Target, run_one
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from service import App, BoundedOutOfOrderness, ConfigError, Context, Topic, ValueState
-from service.runtime.assignor import EddyAssignor
-from service.runtime.clients import StageClients
+from eddy import App, BoundedOutOfOrderness, ConfigError, Context, Topic, ValueState
+from eddy.runtime.assignor import EddyAssignor
+from eddy.runtime.clients import StageClients
 from tests.support.kafka import unique_settings
 
 CLICKS = Topic("clicks", key="user")

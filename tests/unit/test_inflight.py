@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.runtime.inflight import IN_FLIGHT, NONE, SOURCE, InFlight, Suspect, WhileRunning
+from eddy.runtime.inflight import IN_FLIGHT, NONE, SOURCE, InFlight, Suspect, WhileRunning
 
 
 def die_with(path: Path, offset: int, source: int = 0) -> None:
@@ -95,11 +95,11 @@ CHILD = """
 import asyncio, os, signal, sys
 from pathlib import Path
 from aiokafka import TopicPartition
-from service.metrics import Metrics
-from service.runtime.inflight import InFlight
-from service.runtime.output import TaskOutput
-from service.runtime.task import Task
-from tables.store import PartitionStore
+from eddy.metrics import Metrics
+from eddy.runtime.inflight import InFlight
+from eddy.runtime.output import TaskOutput
+from eddy.runtime.task import Task
+from eddy.tables.store import PartitionStore
 
 class Logic:
     watermark_ms = 0

@@ -11,12 +11,12 @@ import httpx
 import pytest
 from httpx import ASGITransport, AsyncClient
 
-from api.app import create_app
-from service.eventtime import FakeClock
-from service.jobs import JobsView, merge, partition_row
-from service.runtime.latency import LatencyMarkers
-from service.runtime.progress import InputProgress
-from service.snapshot.layout import SnapshotRoot
+from eddy.api.app import create_app
+from eddy.eventtime import FakeClock
+from eddy.jobs import JobsView, merge, partition_row
+from eddy.runtime.latency import LatencyMarkers
+from eddy.runtime.progress import InputProgress
+from eddy.snapshot.layout import SnapshotRoot
 from tests.support.kafka import unique_settings
 
 ME, PEER, DOWN = "http://me:8000", "http://peer:8000", "http://down:8000"

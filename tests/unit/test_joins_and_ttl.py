@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.eventtime import BoundedOutOfOrderness, Tumbling
-from service.eventtime.harness import ProcessHarness, WindowHarness
-from service.eventtime.joins import IntervalJoin, UnboundedJoin, tag, window_cogroup, window_join
-from service.eventtime.ttl import Ttl
+from eddy.eventtime import BoundedOutOfOrderness, Tumbling
+from eddy.eventtime.harness import ProcessHarness, WindowHarness
+from eddy.eventtime.joins import IntervalJoin, UnboundedJoin, tag, window_cogroup, window_join
+from eddy.eventtime.ttl import Ttl
 
 HOUR, MINUTE = 3_600_000, 60_000
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from service import App, DecodeError, Json, JsonModel, TestDriver, Topic
+from eddy import App, DecodeError, Json, JsonModel, TestDriver, Topic
 
 
 class Part(BaseModel):

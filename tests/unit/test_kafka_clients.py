@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import ConfigError
-from service.kafka_clients import connection_kwargs
-from service.settings import load_settings
+from eddy.errors import ConfigError
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import load_settings
 
 
 def test_plaintext_is_the_default_and_adds_nothing() -> None:

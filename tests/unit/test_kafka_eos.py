@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from service import EncodeError, TestDriver, Topic
+from eddy import EncodeError, TestDriver, Topic
 from tools.kafkaeos.app import CNT, DATA, ECHO, MAX, MIN, SUM, app
 from tools.kafkaeos.run import verdict_of
 from tools.kafkaeos.serdes import KafkaInteger, KafkaLong

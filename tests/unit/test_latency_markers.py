@@ -3,9 +3,9 @@ observed at the commit that makes its batch visible, dropped with a failed task.
 
 from __future__ import annotations
 
-from service.eventtime import FakeClock
-from service.runtime.latency import LatencyMarkers
-from service.runtime.progress import records_behind
+from eddy.eventtime import FakeClock
+from eddy.runtime.latency import LatencyMarkers
+from eddy.runtime.progress import records_behind
 
 READINGS_0 = ("readings", 0)
 READINGS_1 = ("readings", 1)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from service.errors import LocalKafkaError
+from eddy.errors import LocalKafkaError
 from tools import localkafka
 from tools.localkafka import config
 from tools.localkafka.config import (

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.errors import GroupAuthorizationFailedError
 
-from service.runtime.offsets import committed_offsets
+from eddy.runtime.offsets import committed_offsets
 
 TP = TopicPartition("readings", 3)
 LOADING, NOT_COORDINATOR, NOT_AUTHORIZED = 14, 16, 30

@@ -16,11 +16,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from service import cli
-from service.paths import eddy_home
-from service.settings import load_settings, settings_table
-from service.snapshot.layout import SnapshotRoot
-from service.snapshot.offline import snapshot_stores
+from eddy import cli
+from eddy.paths import eddy_home
+from eddy.settings import load_settings, settings_table
+from eddy.snapshot.layout import SnapshotRoot
+from eddy.snapshot.offline import snapshot_stores
 from tests.unit.test_snapshot_export import store_with_rows
 from tools.localkafka import config as kafka_config
 from tools.localkafka.config import HOME_ENV, home_dir
@@ -140,7 +140,7 @@ def eddy_snapshot_list(cwd: Path, **variables: str) -> list[dict[str, object]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDDY_")}
     env.update(EDDY_APP_ID=APP_ID, **variables)
     done = subprocess.run(
-        [sys.executable, "-m", "service", "snapshot", "list", "--json"],
+        [sys.executable, "-m", "eddy", "snapshot", "list", "--json"],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -11,13 +11,19 @@ from typing import Literal
 import orjson
 import pytest
 
-import agents
-from agents.postgres_sink import SENSOR_SINK, TABLES, WINDOW_AVERAGES, WindowAverage, upsert_to
-from service.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK
-from service.pipeline.pgmigrate import lock_key
-from service.pipeline.pgsink import PostgresSink, SinkLogic
-from service.pipeline.source import Source
-from service.settings import Settings, build
+from eddy import examples
+from eddy.examples.postgres_sink import (
+    SENSOR_SINK,
+    TABLES,
+    WINDOW_AVERAGES,
+    WindowAverage,
+    upsert_to,
+)
+from eddy.pipeline.markers import UPSTREAM, UPSTREAMS, WATERMARK
+from eddy.pipeline.pgmigrate import lock_key
+from eddy.pipeline.pgsink import PostgresSink, SinkLogic
+from eddy.pipeline.source import Source
+from eddy.settings import Settings, build
 from tests.support.fakes import CollectingOutput, FakeRecord
 from tools.postgres import server
 
@@ -146,7 +152,7 @@ def test_the_agent_reads_the_averages_and_hides_the_password() -> None:
         "postgres_schema": "sink",
         "sink_max_batch_rows": 10,
     }
-    built = agents.app.build(settings, ["postgres_sink"], {"SinkSettings": sink_settings})
+    built = examples.app.build(settings, ["postgres_sink"], {"SinkSettings": sink_settings})
     (stage,) = built.stages
     assert isinstance(stage, PostgresSink)
     assert (stage.sources, stage.output_topics) == (("x-sensor-averages",), ())

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from agents.sensor_functions import (
+from eddy.eventtime import BoundedOutOfOrderness
+from eddy.eventtime.harness import ProcessHarness
+from eddy.examples.sensor_functions import (
     FreezingMonitor,
     ReadingFilter,
     SelfCleaningTemperatureAlert,
     TempIncreaseAlert,
     UpdatableTemperatureAlert,
 )
-from service.eventtime import BoundedOutOfOrderness
-from service.eventtime.harness import ProcessHarness
 
 
 def reading(sensor: str, temperature: float, ts: int = 0) -> dict[str, Any]:
@@ -181,7 +181,7 @@ def test_event_timers_fire_in_timestamp_order_across_keys() -> None:
 
 @pytest.mark.parametrize("kind", ["value", "list", "map", "reducing", "aggregating"])
 def test_every_state_kind_is_scoped_to_the_current_key(kind: str) -> None:
-    from service.eventtime import Count
+    from eddy.eventtime import Count
 
     class Writer:
         def process_element(self, value: Any, ctx: Any) -> None:

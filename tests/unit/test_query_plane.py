@@ -15,11 +15,11 @@ import httpx
 import pytest
 from httpx import ASGITransport, AsyncClient
 
-from service.app.queries import PartitionUnavailableError
-from service.metrics import Metrics
-from service.plane.backend import QueryPlane
-from service.plane.stages import LocalStage, Secondaries
-from service.plane.status import OWNER, claim_reports_dir, reports_dir
+from eddy.app.queries import PartitionUnavailableError
+from eddy.metrics import Metrics
+from eddy.plane.backend import QueryPlane
+from eddy.plane.stages import LocalStage, Secondaries
+from eddy.plane.status import OWNER, claim_reports_dir, reports_dir
 from tests.support.queryhost import (
     ME,
     PEER,

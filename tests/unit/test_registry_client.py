@@ -18,11 +18,11 @@ import fastavro
 import httpx
 import pytest
 
-from service import Avro, DecodeError
-from service.pipeline.source import Source, prefetch_schemas
-from service.schemas import wire
-from service.schemas.base import Binding
-from service.schemas.registry import RegistryUnavailable, SchemaRegistry
+from eddy import Avro, DecodeError
+from eddy.pipeline.source import Source, prefetch_schemas
+from eddy.schemas import wire
+from eddy.schemas.base import Binding
+from eddy.schemas.registry import RegistryUnavailable, SchemaRegistry
 
 READING = {
     "type": "record",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from eddy.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples" / "replay"
@@ -69,7 +69,7 @@ AGENT_NAMES = sorted(p.name.removesuffix(".input.jsonl") for p in AGENTS.glob("*
 @pytest.mark.parametrize("agent", AGENT_NAMES)
 def test_each_reference_agent_replays_to_its_expected_output(agent: str, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    args = ["replay", "--app", "agents:app", "--agent", agent]
+    args = ["replay", "--app", "eddy.examples:app", "--agent", agent]
     code = main([*args, "--input", str(AGENTS / f"{agent}.input.jsonl"), "--output", str(out)])
     assert code == 0
     expected = (AGENTS / f"{agent}.output.jsonl").read_bytes()
@@ -78,17 +78,17 @@ def test_each_reference_agent_replays_to_its_expected_output(agent: str, tmp_pat
 
 
 def test_every_reference_agent_has_a_replay_example() -> None:
-    import agents
+    from eddy import examples
 
     # Those that need a service of their own, or exist for the chaos harness.
-    assert set(AGENT_NAMES) == set(agents.app.default_agents)
+    assert set(AGENT_NAMES) == set(examples.app.default_agents)
 
 
 def test_an_unknown_agent_names_the_known_ones(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text("")
     done = subprocess.run(
-        [*REPLAY, "--app", "agents:app", "--agent", "team_powerup", "--input", str(data)],
+        [*REPLAY, "--app", "eddy.examples:app", "--agent", "team_powerup", "--input", str(data)],
         capture_output=True,
         text=True,
         check=False,
@@ -126,7 +126,7 @@ def test_a_bad_agent_input_line_is_one_line_naming_it(
     data = tmp_path / "in.jsonl"
     data.write_text(line + "\n")
     done = subprocess.run(
-        [*REPLAY, "--app", "agents:app", "--agent", "hashtag_counts", "--input", str(data)],
+        [*REPLAY, "--app", "eddy.examples:app", "--agent", "hashtag_counts", "--input", str(data)],
         capture_output=True,
         text=True,
         check=False,
@@ -140,7 +140,7 @@ def test_the_output_may_not_be_the_input(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text('{"watermark": 1}\n')
     done = subprocess.run(
-        [*REPLAY, "--app", "agents:app", "--agent", "sensor_averages", "--input", str(data),
+        [*REPLAY, "--app", "eddy.examples:app", "--agent", "sensor_averages", "--input", str(data),
          "--output", str(data)],
         capture_output=True,
         text=True,
@@ -151,15 +151,15 @@ def test_the_output_may_not_be_the_input(tmp_path: Path) -> None:
     assert data.read_text() == '{"watermark": 1}\n'
 
 
-REPLAY = [sys.executable, "-m", "service", "replay"]
+REPLAY = [sys.executable, "-m", "eddy", "replay"]
 
 
-def test_python_dash_m_service_replay_writes_to_stdout() -> None:
+def test_python_dash_m_eddy_replay_writes_to_stdout() -> None:
     done = subprocess.run(
         [
             sys.executable,
             "-m",
-            "service",
+            "eddy",
             "replay",
             "--spec",
             str(EXAMPLES / "late-readings.spec.json"),
@@ -372,18 +372,18 @@ def test_a_missing_input_file_is_one_line(
 def test_a_process_spec_with_an_unknown_function_is_one_clear_line(tmp_path: Path) -> None:
     spec = tmp_path / "bad.spec.json"
     spec.write_text(
-        '{"kind": "process", "function": "agents.sensor_functions:Nope",'
+        '{"kind": "process", "function": "eddy.examples.sensor_functions:Nope",'
         ' "inputs": [{"name": "in", "key": "k"}]}'
     )
     done = subprocess.run(
-        [sys.executable, "-m", "service", "replay", "--spec", str(spec), "--input", str(spec)],
+        [sys.executable, "-m", "eddy", "replay", "--spec", str(spec), "--input", str(spec)],
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"eddy: spec {spec}: function: 'agents.sensor_functions' has no 'Nope'"
+        f"eddy: spec {spec}: function: 'eddy.examples.sensor_functions' has no 'Nope'"
     ]
 
 
@@ -394,7 +394,7 @@ def test_records_of_an_input_the_spec_does_not_have_are_rejected(tmp_path: Path)
         [
             sys.executable,
             "-m",
-            "service",
+            "eddy",
             "replay",
             "--spec",
             str(EXAMPLES / "join-002.spec.json"),

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples" / "replay"
 AGENT_EXAMPLES = EXAMPLES / "agents"
-REPLAY = [sys.executable, "-m", "service", "replay"]
+REPLAY = [sys.executable, "-m", "eddy", "replay"]
 LIMIT = 2**53
 
 SUM_15S = {
@@ -32,7 +32,7 @@ SUM_15S = {
 def replay(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m service replay ARGS`` from ``cwd``, with no ``EDDY_*`` variable
+    """``python -m eddy replay ARGS`` from ``cwd``, with no ``EDDY_*`` variable
     but those of ``env`` (what the test runs in must not change the answer)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("EDDY_")}
     return subprocess.run(
@@ -139,7 +139,7 @@ def test_a_watermark_or_processing_time_outside_2_to_the_53_is_refused(
 )
 def test_whole_agent_replay_refuses_times_outside_2_to_the_53(bad: str, tmp_path: Path) -> None:
     lines = [sensor(1000, 60.0), bad, sensor(2000, 61.0)]
-    done, written = agent_replay(tmp_path, "agents:app", "sensor_averages", lines)
+    done, written = agent_replay(tmp_path, "eddy.examples:app", "sensor_averages", lines)
     line = one_line_error(done)
     assert line.startswith("eddy: line 2: ")
     assert "outside -2^53..2^53 ms" in line
@@ -194,7 +194,7 @@ def test_a_process_function_output_that_is_not_finite_is_an_error(tmp_path: Path
 
 
 SUM_APP = """\
-from service import App, BoundedOutOfOrderness, CountEvictor, Sum, Topic, Tumbling
+from eddy import App, BoundedOutOfOrderness, CountEvictor, Sum, Topic, Tumbling
 
 app = App("sums")
 READINGS = Topic("readings", key="id", timestamp="timestamp_ms")
@@ -233,7 +233,7 @@ def test_whole_agent_replay_stops_on_an_aggregate_that_overflows(tmp_path: Path)
     # window at once, and the average of 1e308 and 1e308 is infinite.
     lines = [sensor(1000, 1e308), sensor(7000, 1.0), sensor(2000, 1e308), sensor(3000, 1.0)]
     env = {"EDDY_ALLOWED_LATENESS_MS": "10000"}
-    done, written = agent_replay(tmp_path, "agents:app", "sensor_averages", lines, env)
+    done, written = agent_replay(tmp_path, "eddy.examples:app", "sensor_averages", lines, env)
     line = one_line_error(done)
     assert line.startswith(f"eddy: line 3: {NOT_WRITTEN}")
     assert "NaN or infinity" in line
@@ -249,7 +249,7 @@ def test_whole_agent_replay_stops_at_the_line_whose_overflow_reached_window_stat
     # The state store refuses an infinite sum (JSON would store null and lose the
     # window in silence): the replay stops at line 2, whose reading overflowed.
     lines = [sensor(1000, 1e308), sensor(2000, 1e308), sensor(9000, 1.0)]
-    done, written = agent_replay(tmp_path, "agents:app", "sensor_averages", lines)
+    done, written = agent_replay(tmp_path, "eddy.examples:app", "sensor_averages", lines)
     line = one_line_error(done)
     assert line.startswith("eddy: line 2: a result or a state value cannot be written: ")
     assert "NaN or infinity" in line
@@ -338,7 +338,7 @@ def test_a_missing_key_field_of_a_process_spec_is_still_an_input_error(tmp_path:
 
 
 USER_APP = """\
-from service import App, BoundedOutOfOrderness, Count, Topic, Tumbling
+from eddy import App, BoundedOutOfOrderness, Count, Topic, Tumbling
 
 app = App("ratios")
 READINGS = Topic("readings", key="id", timestamp="timestamp_ms")
@@ -413,7 +413,7 @@ def test_an_agent_list_that_names_no_agent_is_refused_listing_the_apps_agents(
 ) -> None:
     source = AGENT_EXAMPLES / "sensor_averages.input.jsonl"
     for agents in ["sensor_average", "", " , "]:
-        args = ["--app", "agents:app", "--agent", agents, "--input", str(source)]
+        args = ["--app", "eddy.examples:app", "--agent", agents, "--input", str(source)]
         done = replay(*args, cwd=tmp_path)
         line = one_line_error(done)
         assert "(its agents: " in line
@@ -425,7 +425,7 @@ def test_a_misspelt_setting_is_refused_in_whole_agent_replay_as_in_the_worker(
     tmp_path: Path,
 ) -> None:
     source = AGENT_EXAMPLES / "sensor_averages.input.jsonl"
-    args = ["--app", "agents:app", "--agent", "sensor_averages", "--input", str(source)]
+    args = ["--app", "eddy.examples:app", "--agent", "sensor_averages", "--input", str(source)]
     done = replay(*args, cwd=tmp_path, env={"EDDY_WINDOW_SIZE_MZ": "10000"})
     line = one_line_error(done)
     assert line.startswith("eddy: unknown setting: EDDY_WINDOW_SIZE_MZ (did you mean ")

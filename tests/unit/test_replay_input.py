@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.replay import load_spec, replay
-from service.replay_files import (
+from eddy.replay import load_spec, replay
+from eddy.replay_files import (
     DEFAULT_MAX_LINE_BYTES,
     InputLine,
     ReplayInputError,
@@ -34,7 +34,7 @@ from service.replay_files import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-REPLAY = [sys.executable, "-m", "service", "replay"]
+REPLAY = [sys.executable, "-m", "eddy", "replay"]
 MIB = 1024 * 1024
 
 COUNT_5S = {
@@ -53,7 +53,7 @@ class Run(NamedTuple):
     elapsed_s: float
 
 
-# ``python -m service replay ARGS`` that writes its peak RSS (VmHWM, in KiB) to a
+# ``python -m eddy replay ARGS`` that writes its peak RSS (VmHWM, in KiB) to a
 # file as it exits. The process's own figure: getrusage's ru_maxrss would include
 # the test's memory, which a child holds between fork and exec.
 PEAK_REPORTING = """\
@@ -66,13 +66,13 @@ def report() -> None:
             Path(sys.argv[1]).write_text(line.split()[1])
 
 atexit.register(report)
-from service.cli import main
+from eddy.cli import main
 raise SystemExit(main(["replay", *sys.argv[2:]]))
 """
 
 
 def measured(args: list[str], cwd: Path, timeout_s: float = 60.0) -> Run:
-    """Run ``python -m service replay ARGS``; its exit code, stderr, peak RSS and
+    """Run ``python -m eddy replay ARGS``; its exit code, stderr, peak RSS and
     how long it took."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("EDDY_")}
     peak = cwd / f"peak-{time.monotonic_ns()}.txt"
@@ -372,7 +372,7 @@ def test_a_long_agent_replay_holds_its_state_not_what_the_agents_sent(tmp_path: 
 # -- malformed lines: the same in a window replay and an agent replay ---------------------
 
 TINY_APP = """\
-from service import App, Topic
+from eddy import App, Topic
 
 app = App("copy")
 app.stream(Topic("readings"), name="copy").to(Topic("copies"))

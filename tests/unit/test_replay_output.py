@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-REPLAY = [sys.executable, "-m", "service", "replay"]
+REPLAY = [sys.executable, "-m", "eddy", "replay"]
 
 COUNT_5S = {
     "key": "id",
@@ -98,7 +98,7 @@ def test_an_agent_replay_that_stops_on_a_bad_line_leaves_no_partial_output(
     source = tmp_path / "in.jsonl"
     source.write_text("\n".join([sensor(1000), sensor(7000), "{oops"]) + "\n")
     out = tmp_path / "out.jsonl"
-    args = ["--app", "agents:app", "--agent", "sensor_averages", "--input", str(source)]
+    args = ["--app", "eddy.examples:app", "--agent", "sensor_averages", "--input", str(source)]
     done = replay(tmp_path, *args, "--output", str(out))
     assert done.returncode == 2
     assert done.stderr.strip().startswith("eddy: line 3: not JSON")

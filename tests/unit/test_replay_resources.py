@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from service import App, BoundedOutOfOrderness, TestDriver, Topic
+from eddy import App, BoundedOutOfOrderness, TestDriver, Topic
 
-REPLAY = [sys.executable, "-m", "service", "replay"]
+REPLAY = [sys.executable, "-m", "eddy", "replay"]
 
 # An agent holding an aiohttp session, as agents/sensor_rooms.py does, without a
 # service to ask: the session is opened by the first lookup and closed by the hook.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import aiohttp
 
-from service import App, BoundedOutOfOrderness, Topic
+from eddy import App, BoundedOutOfOrderness, Topic
 
 app = App("rooms")
 READINGS = Topic("readings", key="id", timestamp="timestamp_ms")
@@ -73,7 +73,7 @@ def rooms() -> None:
 def _replay(
     cwd: Path, app: str, agent: str, lines: list[str], env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m service replay`` as a user runs it, with no ``EDDY_*`` variable
+    """``python -m eddy replay`` as a user runs it, with no ``EDDY_*`` variable
     but those of ``env``; the output goes to stdout."""
     source = cwd / "in.jsonl"
     source.write_text("".join(f"{line}\n" for line in lines))
@@ -142,7 +142,7 @@ def test_the_reference_sensor_rooms_replay_closes_its_session(
         "EDDY_ROOM_SERVICE_URL": f"http://127.0.0.1:{silent_port}",
         "EDDY_LOOKUP_TIMEOUT_MS": "100",
     }
-    done = _replay(tmp_path, "agents.app:app", "sensor_rooms", [line], env)
+    done = _replay(tmp_path, "eddy.examples.app:app", "sensor_rooms", [line], env)
     assert done.returncode == 0, done.stderr
     (out,) = done.stdout.splitlines()
     assert json.loads(out)["value"] == {**record, "room": "UNKNOWN ROOM"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.runtime.restarts import RecordFailedError, RestartPolicy, RestartsExhaustedError
-from service.settings import RestartStrategy
+from eddy.runtime.restarts import RecordFailedError, RestartPolicy, RestartsExhaustedError
+from eddy.settings import RestartStrategy
 
 
 def failure(offset: int) -> RecordFailedError:

@@ -11,12 +11,12 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.eventtime import BoundedOutOfOrderness, Count, Tumbling, WindowSpec
-from service.pipeline.base import Target
-from service.pipeline.source import Source
-from service.pipeline.windowed import RESULT_EXPIRY, RESULTS, WindowedAggregation, WindowedLogic
-from service.serde import Json
-from tables.store import PartitionStore, PartitionTransaction
+from eddy.eventtime import BoundedOutOfOrderness, Count, Tumbling, WindowSpec
+from eddy.pipeline.base import Target
+from eddy.pipeline.source import Source
+from eddy.pipeline.windowed import RESULT_EXPIRY, RESULTS, WindowedAggregation, WindowedLogic
+from eddy.serde import Json
+from eddy.tables.store import PartitionStore, PartitionTransaction
 from tests.support.fakes import CollectingOutput, FakeRecord
 
 SIZE_MS = 1_000

@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rocksdict import AccessType, Options, Rdict
 
-from service.eventtime import Timer, TimeWindow, WindowEntry
-from service.pipeline.keyed import ANY_STATE, META
-from service.savepoint.plan import (
+from eddy.eventtime import Timer, TimeWindow, WindowEntry
+from eddy.pipeline.keyed import ANY_STATE, META
+from eddy.savepoint.plan import (
     SavepointIncompatibleError,
     check_rescale,
     migrate_value,
@@ -22,11 +22,11 @@ from service.savepoint.plan import (
     plan_restore,
     target_partitions,
 )
-from tables.export import keyed_by_record_key, raw_value, read_checkpoint
-from tables.keyed import state_table
-from tables.schema import StateSchema, json_schema
-from tables.store import PartitionStore, TableSpec
-from tables.windows import results_by_window_table, results_table, timer_table, window_table
+from eddy.tables.export import keyed_by_record_key, raw_value, read_checkpoint
+from eddy.tables.keyed import state_table
+from eddy.tables.schema import StateSchema, json_schema
+from eddy.tables.store import PartitionStore, TableSpec
+from eddy.tables.windows import results_by_window_table, results_table, timer_table, window_table
 
 
 def _manifest(tables: dict[str, dict[str, int]], partitions: int = 2) -> dict[str, Any]:

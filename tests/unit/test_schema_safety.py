@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from service import Avro, ConfigError, DecodeError, JsonSchema, Protobuf, Topic
-from service.schemas import wire
-from service.schemas.base import Binding, Limits
-from service.schemas.memory import MemoryRegistry
+from eddy import Avro, ConfigError, DecodeError, JsonSchema, Protobuf, Topic
+from eddy.schemas import wire
+from eddy.schemas.base import Binding, Limits
+from eddy.schemas.memory import MemoryRegistry
 from tests.support.registry import compile_proto
 
 SUBJECT = "readings-value"
@@ -192,7 +192,7 @@ def test_a_refused_id_is_checked_again_after_the_not_found_ttl(
     registry: MemoryRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr("service.schemas.base.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("eddy.schemas.base.time.monotonic", lambda: now[0])
     schema_id = registered(registry, READING, subject="elsewhere-value")
     raw = wire.header(schema_id) + body(READING, {"sensor_id": "s1", "temperature": 2.0})
     serde = avro(registry, not_found_ttl_ms=5_000)
@@ -496,14 +496,14 @@ def test_any_bytes_under_any_schema_decode_or_are_refused_with_a_one_line_reason
 
 
 def test_a_topic_with_a_recursive_avro_schema_does_not_build(tmp_path: Any) -> None:
-    from service import App
-    from service.settings import Settings, build
+    from eddy import App
+    from eddy.settings import Settings, build
 
     app = App("recursive")
     app.stream(Topic("in", None, serde=Avro(RECURSIVE)), name="copy").to(Topic("out"))
     settings = build(Settings, {"agents": ("copy",), "state_dir": tmp_path})
-    from service.schemas.binder import SchemaBinder
-    from service.schemas.settings import RegistrySettings
+    from eddy.schemas.binder import SchemaBinder
+    from eddy.schemas.settings import RegistrySettings
 
     binder = SchemaBinder(RegistrySettings(url="http://registry.test"))
     with pytest.raises(ConfigError, match="the Avro schema declared for it is refused: recursive"):

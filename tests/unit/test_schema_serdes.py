@@ -13,18 +13,18 @@ import fastavro
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from service import Avro, ConfigError, DecodeError, EncodeError, JsonSchema, Protobuf, Topic
-from service.pipeline.source import as_key
-from service.schemas import wire
-from service.schemas.base import Binding
-from service.schemas.binder import SchemaBinder
-from service.schemas.registry import RegisteredSchema, SchemaRejected
-from service.schemas.settings import RegistrySettings
+from eddy import Avro, ConfigError, DecodeError, EncodeError, JsonSchema, Protobuf, Topic
+from eddy.pipeline.source import as_key
+from eddy.schemas import wire
+from eddy.schemas.base import Binding
+from eddy.schemas.binder import SchemaBinder
+from eddy.schemas.registry import RegisteredSchema, SchemaRejected
+from eddy.schemas.settings import RegistrySettings
 from tests.support.registry import compile_proto
 
 
 class FakeRegistry:
-    """What a bound serde asks of :class:`service.schemas.registry.SchemaRegistry`."""
+    """What a bound serde asks of :class:`eddy.schemas.registry.SchemaRegistry`."""
 
     url = "http://registry.test"
 
@@ -361,8 +361,8 @@ def test_a_registry_serde_without_a_registry_url_fails_at_build_saying_what_to_s
 def test_an_app_with_a_registry_topic_and_no_url_does_not_build(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service import App
-    from service.settings import Settings, build
+    from eddy import App
+    from eddy.settings import Settings, build
 
     monkeypatch.delenv("EDDY_SCHEMA_REGISTRY_URL", raising=False)
     app = App("avro")
@@ -381,7 +381,7 @@ def test_an_unbound_serde_says_it_needs_the_app_built() -> None:
 
 
 def test_the_test_driver_runs_registry_topics_through_their_serdes() -> None:
-    from service import App, TestDriver
+    from eddy import App, TestDriver
 
     app = App("avro")
     readings = Topic(

@@ -23,17 +23,17 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from pydantic import Field, SecretStr
 
-from agents.settings import RoomSettings
-from api import errors
-from service import AgentSettings
-from service import logs as eddy_logs
-from service.cli import main as eddy
-from service.cli_parser import print_error
-from service.errors import ConfigError
-from service.metrics import Metrics
-from service.redact import MASK, forget_all, redact, remember, remember_in
-from service.runtime.output import TaskOutput
-from service.settings import Settings, load_settings
+from eddy import AgentSettings
+from eddy import logs as eddy_logs
+from eddy.api import errors
+from eddy.cli import main as eddy
+from eddy.cli_parser import print_error
+from eddy.errors import ConfigError
+from eddy.examples.settings import RoomSettings
+from eddy.metrics import Metrics
+from eddy.redact import MASK, forget_all, redact, remember, remember_in
+from eddy.runtime.output import TaskOutput
+from eddy.settings import Settings, load_settings
 from tests.support.fakes import FakeRecord
 
 # Everything a user may be shown of a secret: itself, URL-encoded, and in basic auth.
@@ -307,7 +307,7 @@ def test_an_uncaught_exception_prints_its_traceback_redacted() -> None:
     # A real process: Python's own excepthook, replaced as every Eddy command does.
     program = (
         "import threading\n"
-        "from service import logs\n"
+        "from eddy import logs\n"
         "logs.install_redaction()\n"
         "def fail(): raise RuntimeError('http://u:THREADSECRET@h')\n"
         "t = threading.Thread(target=fail); t.start(); t.join()\n"

@@ -7,9 +7,9 @@ import os
 import pytest
 from pydantic import Field
 
-from service import AgentSettings, App, Topic
-from service.errors import ConfigError
-from service.settings import Guarantee, load_settings
+from eddy import AgentSettings, App, Topic
+from eddy.errors import ConfigError
+from eddy.settings import Guarantee, load_settings
 
 
 def test_defaults_are_exactly_once_on_the_local_broker(monkeypatch: pytest.MonkeyPatch) -> None:

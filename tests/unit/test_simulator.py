@@ -20,8 +20,8 @@ from aiokafka.errors import KafkaTimeoutError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import BrokerUnavailableError, ConfigError
-from service.settings import Settings, build
+from eddy.errors import BrokerUnavailableError, ConfigError
+from eddy.settings import Settings, build
 from tools.cli import build_parser
 from tools.simulator import (
     Delivery,

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from agents.records import GameEvent, Tweet, VehicleSpeed
-from service.errors import ConfigError
-from service.serde import decode_model
+from eddy.errors import ConfigError
+from eddy.examples.records import GameEvent, Tweet, VehicleSpeed
+from eddy.serde import decode_model
 from tools.simulator import (
     GameConfig,
     Scheduled,

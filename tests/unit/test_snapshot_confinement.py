@@ -17,24 +17,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import agents
-from service.cli import main as eddy
-from service.errors import ConfigError
-from service.savepoint.catalog import check_not_stopped, mark_stopped
-from service.savepoint.restore import _saved_rows, restore
-from service.settings import Settings, build
-from service.snapshot import catalog
-from service.snapshot.layout import (
+from eddy import examples
+from eddy.cli import main as eddy
+from eddy.errors import ConfigError
+from eddy.savepoint.catalog import check_not_stopped, mark_stopped
+from eddy.savepoint.restore import _saved_rows, restore
+from eddy.settings import Settings, build
+from eddy.snapshot import catalog
+from eddy.snapshot.layout import (
     MANIFEST,
     PARTS,
     BrokenSnapshotError,
     OutsideRootError,
     SnapshotRoot,
 )
-from service.snapshot.manifest import Manifest, Part, parse_manifest
-from service.snapshot.publish import PartitionCut, complete, export_partition
-from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
-from tables.store import PartitionStore, TableSpec
+from eddy.snapshot.manifest import Manifest, Part, parse_manifest
+from eddy.snapshot.publish import PartitionCut, complete, export_partition
+from eddy.tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+from eddy.tables.store import PartitionStore, TableSpec
 from tests.support.kafka import TEST_AGENT_SETTINGS
 from tests.unit.test_snapshot_export import publish_two_partitions
 
@@ -303,7 +303,7 @@ def test_a_manifest_too_large_to_be_one_is_not_read_whole(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = publish(home, "snapshot")
-    monkeypatch.setattr("service.snapshot.layout.MAX_MANIFEST_BYTES", 1_000)
+    monkeypatch.setattr("eddy.snapshot.layout.MAX_MANIFEST_BYTES", 1_000)
     assert (folder / MANIFEST).stat().st_size > 1_000
     (entry,) = listed(capsys, "snapshot")
     assert "more than 1000 bytes" in entry["broken"]
@@ -483,7 +483,7 @@ async def test_a_restore_is_refused_before_anything_is_written_when_a_file_is_mi
     """Refused before Kafka is asked anything: no broker runs here."""
     settings = settings_of(home).model_copy(update={"bootstrap_servers": "127.0.0.1:1"})
     root, manifest, gone = without_a_file(home, settings)
-    stages = agents.app.build(settings, ["sensor_averages"], TEST_AGENT_SETTINGS).stages
+    stages = examples.app.build(settings, ["sensor_averages"], TEST_AGENT_SETTINGS).stages
     with pytest.raises(BrokenSnapshotError, match=re.escape(f"lists {gone}, which is not there")):
         await restore(settings, stages, root, manifest, allow_non_restored_state=True)
 
@@ -514,7 +514,7 @@ def test_a_corrupt_data_file_is_refused_naming_it(home: Path) -> None:
 def test_the_spark_jobs_read_no_broken_or_hostile_snapshot(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spark_jobs import common, sensor_report, snapshot_diff
+    from eddy.spark_jobs import common, sensor_report, snapshot_diff
 
     publish(home, "snapshot")
     newer = publish(home, "snapshot", OTHER)

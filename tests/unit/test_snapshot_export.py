@@ -13,14 +13,14 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from service.eventtime import Timer, TimeWindow, WindowEntry
-from service.snapshot.layout import MANIFEST, SnapshotNotFoundError, SnapshotRoot, snapshot_id_at
-from service.snapshot.offline import snapshot_stores
-from service.snapshot.publish import PartitionCut, complete, export_partition, prune
-from tables.export import decoder_for, read_checkpoint, schema
-from tables.keyed import state_table
-from tables.store import PartitionStore
-from tables.windows import results_by_window_table, results_table, timer_table, window_table
+from eddy.eventtime import Timer, TimeWindow, WindowEntry
+from eddy.snapshot.layout import MANIFEST, SnapshotNotFoundError, SnapshotRoot, snapshot_id_at
+from eddy.snapshot.offline import snapshot_stores
+from eddy.snapshot.publish import PartitionCut, complete, export_partition, prune
+from eddy.tables.export import decoder_for, read_checkpoint, schema
+from eddy.tables.keyed import state_table
+from eddy.tables.store import PartitionStore
+from eddy.tables.windows import results_by_window_table, results_table, timer_table, window_table
 
 RESULTS = results_table("results")
 BY_WINDOW = results_by_window_table("results.by_window")
@@ -141,10 +141,10 @@ CRASH = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    import service.snapshot.publish as publish
-    from service.snapshot.layout import SnapshotRoot
-    from service.snapshot.offline import snapshot_stores
-    from tables.store import PartitionStore
+    import eddy.snapshot.publish as publish
+    from eddy.snapshot.layout import SnapshotRoot
+    from eddy.snapshot.offline import snapshot_stores
+    from eddy.tables.store import PartitionStore
 
     real = publish.read_checkpoint
     def crash_after_first_batch(path, batch_rows=65536):

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from service.eventtime import SystemClock
-from service.pipeline.windowed import WINDOW_STATES
-from service.runtime.progress import InputProgress
-from service.snapshot.layout import ID_PATTERN, SnapshotRoot, time_of
-from service.snapshot.take import Snapshotter
+from eddy.eventtime import SystemClock
+from eddy.pipeline.windowed import WINDOW_STATES
+from eddy.runtime.progress import InputProgress
+from eddy.snapshot.layout import ID_PATTERN, SnapshotRoot, time_of
+from eddy.snapshot.take import Snapshotter
 from tests.support.kafka import unique_settings
 from tests.unit.test_snapshot_export import store_with_rows
 
@@ -124,7 +124,7 @@ async def test_a_snapshot_cancelled_while_it_cleans_up_still_removes_its_cut(
             time.sleep(0.3)
         real_rmtree(path, ignore_errors)
 
-    monkeypatch.setattr("service.snapshot.take.shutil.rmtree", slow_rmtree)
+    monkeypatch.setattr("eddy.snapshot.take.shutil.rmtree", slow_rmtree)
     taking = asyncio.create_task(snapshotter.take("20261127T000000000Z"))
     assert await asyncio.to_thread(removing.wait, 10)
     taking.cancel()

@@ -14,11 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from service import Avro, DecodeError
-from service.pipeline.source import Source, as_key
-from service.schemas.base import Binding
-from service.schemas.memory import MemoryRegistry
-from service.serde import Json, JsonModel
+from eddy import Avro, DecodeError
+from eddy.pipeline.source import Source, as_key
+from eddy.schemas.base import Binding
+from eddy.schemas.memory import MemoryRegistry
+from eddy.serde import Json, JsonModel
 
 
 class Click(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.worker import Worker
+from eddy.worker import Worker
 from tests.support.kafka import unique_settings
 
 

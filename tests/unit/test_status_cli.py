@@ -1,4 +1,4 @@
-"""``python -m service status`` without a worker: the table an operator reads, the
+"""``python -m eddy status`` without a worker: the table an operator reads, the
 JSON, and one-line errors (exit 2) when no worker answers."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import httpx
 import pytest
 from rich.console import Console
 
-from service.cli import main
-from service.status import age, render, utc_ms
+from eddy.cli import main
+from eddy.status import age, render, utc_ms
 
 NOW_MS = 1_795_682_551_123  # 2026-11-26 08:42:31.123 UTC
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from service.plane.status import ReportFile
-from service.plane.supervisor import STEADY_S, Child, Supervisor
+from eddy.plane.status import ReportFile
+from eddy.plane.supervisor import STEADY_S, Child, Supervisor
 
 
 def child(tmp_path: Path) -> Child:

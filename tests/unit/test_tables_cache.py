@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.eventtime import TimeWindow, WindowEntry
-from tables.cache import CachedTable
-from tables.store import PartitionStore, PartitionTransaction
-from tables.windows import StoredWindowState, window_table
+from eddy.eventtime import TimeWindow, WindowEntry
+from eddy.tables.cache import CachedTable
+from eddy.tables.store import PartitionStore, PartitionTransaction
+from eddy.tables.windows import StoredWindowState, window_table
 
 WINDOW = TimeWindow(0, 5_000)
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tables.store import PartitionStore, TableSpec
+from eddy.tables.store import PartitionStore, TableSpec
 
 Record = tuple[bytes, bytes | None]
 
@@ -78,7 +78,7 @@ def test_restored_state_survives_a_reopen(tmp_path: Path) -> None:
 _RESTORE_THEN_DIE = """
 import os, pickle, sys
 from pathlib import Path
-from tables.store import PartitionStore
+from eddy.tables.store import PartitionStore
 
 path, records_file, flushed_upto = sys.argv[1], sys.argv[2], int(sys.argv[3])
 records = pickle.loads(Path(records_file).read_bytes())

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from service.eventtime import TimeWindow
-from tables.codecs import window_key_range
-from tables.keyed import state_table
-from tables.secondary import ReadOnlyStoreError, SecondaryStore
-from tables.store import PartitionStore
-from tables.windows import results_table
+from eddy.eventtime import TimeWindow
+from eddy.tables.codecs import window_key_range
+from eddy.tables.keyed import state_table
+from eddy.tables.secondary import ReadOnlyStoreError, SecondaryStore
+from eddy.tables.store import PartitionStore
+from eddy.tables.windows import results_table
 
 RESULTS = results_table("results")
 LATEST = state_table("latest")
@@ -86,17 +86,17 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    import tables.store
-    from tables.store import PartitionStore
-    from tables.keyed import state_table
+    import eddy.tables.store
+    from eddy.tables.store import PartitionStore
+    from eddy.tables.keyed import state_table
     # Small memtables: flushes to SST files (and new WAL files) every few checkpoints,
     # so the reader also catches up across those, not only along one log.
-    options = tables.store._options
+    options = eddy.tables.store._options
     def small_memtables():
         found = options()
         found.set_write_buffer_size(256 * 1024)
         return found
-    tables.store._options = small_memtables
+    eddy.tables.store._options = small_memtables
     store = PartitionStore(Path(sys.argv[1]))
     table = state_table("latest")
     keys = [table.full_key(f"sensor_{i}") for i in range(200)]

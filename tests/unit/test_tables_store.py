@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.eventtime import Timer, TimeWindow, WindowEntry, timer_order
-from tables.codecs import (
+from eddy.eventtime import Timer, TimeWindow, WindowEntry, timer_order
+from eddy.tables.codecs import (
     decode_timer,
     decode_window_key,
     encode_time,
@@ -17,8 +17,8 @@ from tables.codecs import (
     encode_window_key,
     window_key_range,
 )
-from tables.store import PartitionStore
-from tables.windows import results_table, timer_table, window_table
+from eddy.tables.store import PartitionStore
+from eddy.tables.windows import results_table, timer_table, window_table
 
 times = st.integers(-(2**62), 2**62)
 names = st.text(min_size=0, max_size=20)
@@ -129,8 +129,8 @@ def test_tables_do_not_see_each_others_keys(tmp_path: Path) -> None:
 
 def test_state_in_an_older_format_is_a_clear_error_naming_the_way_out(tmp_path: Path) -> None:
 
-    from tables.codecs import encode_json
-    from tables.store import StateFormatError
+    from eddy.tables.codecs import encode_json
+    from eddy.tables.store import StateFormatError
 
     table = window_table("windows")
     store = PartitionStore(tmp_path / "p0")
@@ -144,9 +144,9 @@ def test_state_in_an_older_format_is_a_clear_error_naming_the_way_out(tmp_path: 
 
 
 def test_a_reverse_scan_stays_within_its_table_and_range(tmp_path: Path) -> None:
-    from service.eventtime import TimeWindow
-    from service.pipeline.windowed import META, RESULTS
-    from tables.codecs import window_key_range
+    from eddy.eventtime import TimeWindow
+    from eddy.pipeline.windowed import META, RESULTS
+    from eddy.tables.codecs import window_key_range
 
     store = PartitionStore(tmp_path / "p0")
     txn = store.begin()

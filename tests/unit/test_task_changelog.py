@@ -13,11 +13,11 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.structs import RecordMetadata, TopicPartition
 
-from service.metrics import Metrics
-from service.runtime.output import TaskOutput
-from service.runtime.task import Task
-from tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
-from tables.store import PartitionStore, PartitionTransaction, TableSpec
+from eddy.metrics import Metrics
+from eddy.runtime.output import TaskOutput
+from eddy.runtime.task import Task
+from eddy.tables.codecs import decode_json, decode_utf8, encode_json, encode_utf8
+from eddy.tables.store import PartitionStore, PartitionTransaction, TableSpec
 
 TABLE: TableSpec[str, Any] = TableSpec("state", encode_utf8, decode_utf8, encode_json, decode_json)
 

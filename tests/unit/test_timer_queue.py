@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.eventtime import Timer, TimerQueue, timer_order
-from service.eventtime.memory import MemoryTimerStore
-from tables.store import PartitionStore
-from tables.windows import StoredTimers, timer_table
+from eddy.eventtime import Timer, TimerQueue, timer_order
+from eddy.eventtime.memory import MemoryTimerStore
+from eddy.tables.store import PartitionStore
+from eddy.tables.windows import StoredTimers, timer_table
 
 timers = st.builds(
     Timer,

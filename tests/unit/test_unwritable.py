@@ -23,15 +23,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from service import App, BoundedOutOfOrderness, Context, Sum, Topic, Tumbling
-from service.metrics import Metrics
-from service.pipeline.base import Pipeline
-from service.pipeline.windowed import RESULTS
-from service.runtime.output import TaskOutput
-from service.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
-from service.runtime.task import Task
-from service.settings import RestartStrategy, Settings, build
-from tables.store import PartitionStore
+from eddy import App, BoundedOutOfOrderness, Context, Sum, Topic, Tumbling
+from eddy.metrics import Metrics
+from eddy.pipeline.base import Pipeline
+from eddy.pipeline.windowed import RESULTS
+from eddy.runtime.output import TaskOutput
+from eddy.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
+from eddy.runtime.task import Task
+from eddy.settings import RestartStrategy, Settings, build
+from eddy.tables.store import PartitionStore
 
 DEAD = "dead-letters"
 SIZE_MS = 1_000
@@ -334,7 +334,7 @@ def test_a_process_functions_output_that_cannot_be_encoded_is_dead_lettered(
 
 
 def test_a_deterministic_failure_poisons_at_once_and_counts_no_restart() -> None:
-    from tables.store import UnwritableStateError
+    from eddy.tables.store import UnwritableStateError
 
     policy = RestartPolicy(RestartStrategy.NONE, 1_000, 3, 1, 60_000)
     failure = RecordFailedError(("in", 0, 5), UnwritableStateError("table 't', key 'k': inf"))

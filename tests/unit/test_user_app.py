@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service import TestDriver
+from eddy import TestDriver
 from tests.support.user_apps import FLUENT, lines_of_code, write_package
 
 MINUTE_MS = 60_000
@@ -43,7 +43,7 @@ def test_the_fluent_agent_is_a_short_file_of_public_names() -> None:
     imported = [line for line in FLUENT.splitlines() if line.startswith(("from ", "import "))]
     assert imported == [
         "from pydantic import BaseModel",
-        "from service import App, BoundedOutOfOrderness, Count, Topic, Tumbling",
+        "from eddy import App, BoundedOutOfOrderness, Count, Topic, Tumbling",
     ]
 
 

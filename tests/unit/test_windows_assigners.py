@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from service.eventtime import (
+from eddy.eventtime import (
     GLOBAL_WINDOW,
     BoundedOutOfOrderness,
     Count,
@@ -20,9 +20,9 @@ from service.eventtime import (
     Tumbling,
     WindowSpec,
 )
-from service.eventtime.harness import WindowHarness
-from service.eventtime.spec import count_window
-from service.eventtime.windows import WindowAssigner
+from eddy.eventtime.harness import WindowHarness
+from eddy.eventtime.spec import count_window
+from eddy.eventtime.windows import WindowAssigner
 
 
 class Reading(NamedTuple):

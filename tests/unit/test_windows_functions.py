@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from service.eventtime import (
+from eddy.eventtime import (
     Avg,
     BoundedOutOfOrderness,
     ContinuousEventTimeTrigger,
@@ -30,8 +30,8 @@ from service.eventtime import (
     WindowContext,
     WindowSpec,
 )
-from service.eventtime.functions import Element
-from service.eventtime.harness import WindowHarness
+from eddy.eventtime.functions import Element
+from eddy.eventtime.harness import WindowHarness
 
 
 class Reading(NamedTuple):

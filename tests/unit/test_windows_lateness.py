@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from service.eventtime import (
+from eddy.eventtime import (
     BoundedOutOfOrderness,
     Count,
     Session,
@@ -18,7 +18,7 @@ from service.eventtime import (
     Tumbling,
     WindowSpec,
 )
-from service.eventtime.harness import WindowHarness
+from eddy.eventtime.harness import WindowHarness
 
 
 class Reading(NamedTuple):

@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service import App, BoundedOutOfOrderness, Count, Sliding, TestDriver, Topic, Tumbling
-from service.app.plan import PlanError
-from service.eventtime import WindowSpec
-from service.eventtime.definition import MAX_WINDOWS_PER_ELEMENT
-from service.eventtime.joins import window_join
+from eddy import App, BoundedOutOfOrderness, Count, Sliding, TestDriver, Topic, Tumbling
+from eddy.app.plan import PlanError
+from eddy.eventtime import WindowSpec
+from eddy.eventtime.definition import MAX_WINDOWS_PER_ELEMENT
+from eddy.eventtime.joins import window_join
 
-REPLAY = [sys.executable, "-m", "service", "replay"]
+REPLAY = [sys.executable, "-m", "eddy", "replay"]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -144,7 +144,7 @@ def test_an_agent_with_too_many_windows_per_record_is_refused_when_the_app_is_bu
 
 
 APP_MODULE = """\
-from service import App, BoundedOutOfOrderness, Count, Sliding, Topic
+from eddy import App, BoundedOutOfOrderness, Count, Sliding, Topic
 
 app = App("slides")
 

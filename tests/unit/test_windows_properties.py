@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from service.eventtime import (
+from eddy.eventtime import (
     MIN_WATERMARK,
     BoundedOutOfOrderness,
     ContinuousEventTimeTrigger,
@@ -35,10 +35,10 @@ from service.eventtime import (
     WindowContext,
     WindowSpec,
 )
-from service.eventtime.definition import MAX_WINDOWS_PER_ELEMENT
-from service.eventtime.harness import Emission, WindowHarness
-from service.eventtime.keyed import KeyedWindows
-from service.eventtime.spec import count_window
+from eddy.eventtime.definition import MAX_WINDOWS_PER_ELEMENT
+from eddy.eventtime.harness import Emission, WindowHarness
+from eddy.eventtime.keyed import KeyedWindows
+from eddy.eventtime.spec import count_window
 
 
 class Reading(NamedTuple):

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from service.eventtime import (
+from eddy.eventtime import (
     GLOBAL_WINDOW,
     BoundedOutOfOrderness,
     ContinuousEventTimeTrigger,
@@ -27,11 +27,11 @@ from service.eventtime import (
     Tumbling,
     WindowSpec,
 )
-from service.eventtime.harness import WindowHarness
-from service.eventtime.memory import MemoryTimerStore
-from service.eventtime.spec import count_window
-from service.eventtime.timers import Timer, TimerQueue
-from service.eventtime.triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, TriggerContext
+from eddy.eventtime.harness import WindowHarness
+from eddy.eventtime.memory import MemoryTimerStore
+from eddy.eventtime.spec import count_window
+from eddy.eventtime.timers import Timer, TimerQueue
+from eddy.eventtime.triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, TriggerContext
 
 
 class Reading(NamedTuple):

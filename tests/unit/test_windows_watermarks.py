@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.eventtime import (
+from eddy.eventtime import (
     MIN_WATERMARK,
     Ascending,
     BoundedOutOfOrderness,
@@ -21,8 +21,8 @@ from service.eventtime import (
     WatermarkTracker,
     WindowSpec,
 )
-from service.eventtime.harness import WindowHarness
-from service.eventtime.keyed import KeyedWindows
+from eddy.eventtime.harness import WindowHarness
+from eddy.eventtime.keyed import KeyedWindows
 
 
 class Reading(NamedTuple):
@@ -292,7 +292,7 @@ def test_an_explicit_watermark_survives_a_snapshot() -> None:
 
 
 def test_when_every_upstream_goes_idle_the_clock_goes_to_their_largest_watermark() -> None:
-    from service.eventtime.watermarks import FromUpstream, WatermarkTracker
+    from eddy.eventtime.watermarks import FromUpstream, WatermarkTracker
 
     tracker = WatermarkTracker(FromUpstream(idle_timeout_ms=10_000), ["upstream-0"])
     # Upstream 0 spoke; upstream 1 never will (no records in its partition).

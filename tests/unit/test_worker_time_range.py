@@ -3,7 +3,7 @@
 times (the replay refuses such input lines: tests/unit/test_replay_edges.py).
 
 The test driver hands its records to the worker's own reading code
-(``service.pipeline.source.Source``), so what it does here is what a worker does;
+(``eddy.pipeline.source.Source``), so what it does here is what a worker does;
 both ways a stage reads a time are covered: a field of the value, and the Kafka
 timestamp.
 """
@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from service import App, BoundedOutOfOrderness, Count, TestDriver, Topic, Tumbling
+from eddy import App, BoundedOutOfOrderness, Count, TestDriver, Topic, Tumbling
 
 LIMIT = 2**53
 OUTSIDE = {

@@ -1,6 +1,6 @@
 """``python -m tools chaos [run|latency] ...``: the chaos harness's command line.
 
-Only argparse at import time: ``service.cli`` builds this parser for ``--help``
+Only argparse at import time: ``eddy.cli`` builds this parser for ``--help``
 and imports the harness itself when the command runs.
 """
 
@@ -97,7 +97,7 @@ def run_cli(args: argparse.Namespace) -> int:
     # while the broker is down by design are expected, and the harness checks results.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    logging.getLogger("service.topics").setLevel(logging.WARNING)
+    logging.getLogger("eddy.topics").setLevel(logging.WARNING)
     console = Console()
     intervals = args.commit_interval_ms
     if args.mode == "latency":

@@ -1,6 +1,6 @@
 """Worker processes and the local broker, as the fault injector drives them.
 
-Each worker is ``python -m service worker`` with the run's settings
+Each worker is ``python -m eddy worker`` with the run's settings
 (``Settings.to_env()``: ``EDDY_AGENTS`` names the agents it runs), its agents'
 settings, and its own ``EDDY_WORKER_ID``, ``EDDY_STATE_DIR`` and
 ``EDDY_API_PORT``: separate machines sharing one application id and its topics.
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from service.settings import ENV_PREFIX, OTHER_VARIABLES, Settings
+from eddy.settings import ENV_PREFIX, OTHER_VARIABLES, Settings
 
 # A broker restart recovers every partition first: minutes on a loaded machine.
 READY_TIMEOUT_S = 300.0
@@ -132,7 +132,7 @@ class Cluster:
         )
         with log_path.open("ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "service", "worker"],
+                [sys.executable, "-m", "eddy", "worker"],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.errors import EddyError
+from eddy.errors import EddyError
 
 
 class ChaosError(EddyError):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from service.errors import LocalKafkaError
+from eddy.errors import LocalKafkaError
 from tools import localkafka
 from tools.chaos.cluster import Cluster, WorkerDown, WorkerProc, excerpt
 from tools.chaos.errors import ChaosError

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from service.topics import admin_client
+from eddy.topics import admin_client
 from tools.chaos.errors import ChaosError
 from tools.chaos.verify import Rec
 from tools.chaos.workload import Message
@@ -120,7 +120,7 @@ class GroupLag:
 
     async def positions(self) -> dict[str, tuple[int, int]] | None:
         """Per group: (committed records, records behind), or None if Kafka is away."""
-        from service.settings import load_settings
+        from eddy.settings import load_settings
 
         settings = load_settings(bootstrap_servers=self._bootstrap, worker_id="chaos")
         admin = admin_client(settings)
@@ -221,7 +221,7 @@ async def check_markers(
 
 
 async def delete_topics(bootstrap: str, names: Sequence[str]) -> None:
-    from service.settings import load_settings
+    from eddy.settings import load_settings
 
     admin = admin_client(load_settings(bootstrap_servers=bootstrap, worker_id="chaos"))
     await admin.start()

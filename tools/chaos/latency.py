@@ -20,10 +20,10 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from agents import app
-from service.paths import eddy_home
-from service.settings import load_settings
-from service.topics import ensure_topics
+from eddy.examples import app
+from eddy.paths import eddy_home
+from eddy.settings import load_settings
+from eddy.topics import ensure_topics
 from tools.chaos.cluster import Cluster
 from tools.chaos.kafkaio import Feeder, LiveReader, delete_topics
 from tools.chaos.reference import Plan
@@ -54,7 +54,7 @@ async def _one(interval_ms: int, rate: float, seconds: float, console: Console) 
     run_dir = eddy_home() / "chaos" / f"latency-{interval_ms}ms-{tag}"
     settings = load_settings(
         app.settings_classes(),
-        app="agents:app",
+        app="eddy.examples:app",
         app_id=f"latency-{tag}",
         topic_prefix=f"latency-{tag}-",
         agents=(CHECKER,),

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.app.queries import partition_for
+from eddy.app.queries import partition_for
 
 Reading = tuple[str, int, float]  # sensor, timestamp_ms, temperature
 

@@ -2,7 +2,7 @@
 consumer groups, topics and settings, and the checks of its agents (no Kafka I/O
 here; the runner reads the topics and calls :func:`verify`).
 
-Everything comes from building ``agents.app`` with the run's settings, as each
+Everything comes from building ``eddy.examples.app`` with the run's settings, as each
 worker does: stage names, sources and outputs, the hashtag repartition topic,
 and the agents' own settings (window size, watermark bound, tolerance). The
 workers get those settings in their environment, so the harness and the workers
@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 
 from pydantic import SecretStr
 
-from agents import app
-from agents.eos_checker import checker_topics
-from agents.settings import CheckerSettings, SensorSettings, VehicleSettings
-from agents.topics import (
+from eddy import AgentSettings, BuiltApp
+from eddy.examples import app
+from eddy.examples.eos_checker import checker_topics
+from eddy.examples.settings import CheckerSettings, SensorSettings, VehicleSettings
+from eddy.examples.topics import (
     ALERTS,
     APP_SPEED,
     AVERAGES,
@@ -38,10 +39,9 @@ from agents.topics import (
     THRESHOLDS,
     TWEETS,
 )
-from service import AgentSettings, BuiltApp
-from service.pipeline.base import Pipeline
-from service.settings import Settings, env_prefix
-from service.topics import TopicSpec, app_topics, changelog_topic
+from eddy.pipeline.base import Pipeline
+from eddy.settings import Settings, env_prefix
+from eddy.topics import TopicSpec, app_topics, changelog_topic
 from tools.chaos import recompute_reference as rr
 from tools.chaos import recompute_windows as rw
 from tools.chaos import verify_reference as vr
@@ -91,7 +91,7 @@ class Plan:
 
     @classmethod
     def of(cls, settings: Settings) -> Plan:
-        """Build ``agents.app`` with ``settings`` (its agents: ``settings.agents``);
+        """Build ``eddy.examples.app`` with ``settings`` (its agents: ``settings.agents``);
         agent settings come from the environment, as in a worker."""
         return cls(app.build(settings))
 

@@ -1,7 +1,7 @@
 """One chaos run, start to verdict (docs/chaos.md).
 
 Fresh application id and topic prefix per run; W workers running the agents of
-the reference app (``agents.app``) and the checker; the input produced at a
+the reference app (``eddy.examples.app``) and the checker; the input produced at a
 steady pace while the schedule's faults fire; then a drain (every worker alive
 and ready, every stage's consumer group committed up to the end of its input,
 stable for a few seconds); then the checks of ``tools.chaos.verify`` on what
@@ -24,11 +24,11 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agents import app
-from service.errors import EddyError
-from service.paths import eddy_home
-from service.settings import Settings, load_settings
-from service.topics import ensure_topics
+from eddy.errors import EddyError
+from eddy.examples import app
+from eddy.paths import eddy_home
+from eddy.settings import Settings, load_settings
+from eddy.topics import ensure_topics
 from tools import localkafka
 from tools.chaos import reference, rest, workload
 from tools.chaos.cluster import Cluster, WorkerDown, excerpt
@@ -67,7 +67,7 @@ def run_settings(schedule: Schedule, tag: str, run_dir: Path) -> Settings:
     cfg = schedule.config
     return load_settings(
         app.settings_classes(),  # the agents' variables may be set: not misspelt ones
-        app="agents:app",
+        app="eddy.examples:app",
         app_id=f"chaos-{tag}",
         topic_prefix=f"chaos-{tag}-",
         agents=reference.run_agents(),

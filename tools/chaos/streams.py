@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from service.app.queries import partition_for
+from eddy.app.queries import partition_for
 from tools.chaos.workload import KIND_HEADER, MALFORMED, Message
 
 TWEET_SPAN_MS = 300_000  # five 1 min windows of hashtags

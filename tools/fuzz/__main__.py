@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from service.paths import eddy_home
+from eddy.paths import eddy_home
 from tools.fuzz.runner import Figures, Runner, figures_from, mutate_forever
 
 

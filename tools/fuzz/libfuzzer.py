@@ -19,7 +19,7 @@ from pathlib import Path
 import atheris  # type: ignore[import-untyped]
 
 # Instrumented, so coverage guides the inputs: what decodes, and what it calls in Python.
-INSTRUMENTED = ["service", "tools.fuzz", "jsonschema", "referencing", "fastavro", "pydantic"]
+INSTRUMENTED = ["eddy", "tools.fuzz", "jsonschema", "referencing", "fastavro", "pydantic"]
 
 
 def main(argv: list[str] | None = None) -> int:

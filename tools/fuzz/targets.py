@@ -29,15 +29,15 @@ import fastavro
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from pydantic import BaseModel
 
-from service.pipeline.source import Source, as_key
-from service.replay_files import ReplayInputError, read_records
-from service.schemas import wire
-from service.schemas.avro import Avro
-from service.schemas.base import Binding
-from service.schemas.jsonschema import JsonSchema
-from service.schemas.memory import MemoryRegistry
-from service.schemas.protobuf import Protobuf
-from service.serde import DecodeError, Json, JsonModel
+from eddy.pipeline.source import Source, as_key
+from eddy.replay_files import ReplayInputError, read_records
+from eddy.schemas import wire
+from eddy.schemas.avro import Avro
+from eddy.schemas.base import Binding
+from eddy.schemas.jsonschema import JsonSchema
+from eddy.schemas.memory import MemoryRegistry
+from eddy.schemas.protobuf import Protobuf
+from eddy.serde import DecodeError, Json, JsonModel
 
 RAW = 0xF0  # a variant from here on: the payload is the whole record
 REPLAY_LINE_BYTES = 4_096  # small, so that inputs reach past the limit

@@ -16,7 +16,7 @@ the verifier requires of ``echo``, ``min`` and ``sum``.
 
 from __future__ import annotations
 
-from service import App, Context, Topic, ValueState
+from eddy import App, Context, Topic, ValueState
 from tools.kafkaeos.serdes import KafkaInteger, KafkaLong
 
 GROUP_ID = "EosTest"  # EosTestClient.APP_ID: the group the verifier reads

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from service.settings import Settings
+from eddy.settings import Settings
 from tools.chaos.cluster import Cluster, WorkerProc
 from tools.kafkaeos import jars
 
@@ -30,7 +30,7 @@ class AppUnderTest(Protocol):
 
 
 class EddyWorkers:
-    """``python -m service worker --app tools.kafkaeos.app:app``, one per slot."""
+    """``python -m eddy worker --app tools.kafkaeos.app:app``, one per slot."""
 
     def __init__(self, settings: Settings, run_dir: Path, repo: Path) -> None:
         # The worker imports the app from this checkout, wherever it is started.

@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from service.errors import LocalKafkaError
-from service.paths import eddy_home
+from eddy.errors import LocalKafkaError
+from eddy.paths import eddy_home
 from tools.localkafka.config import COPY_DEPENDENCIES, KafkaVersion
 
 MAIN_CLASS = "org.apache.kafka.streams.tests.StreamsEosTest"

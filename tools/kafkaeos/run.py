@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.paths import eddy_home
-from service.settings import Settings, load_settings
+from eddy.paths import eddy_home
+from eddy.settings import Settings, load_settings
 from tools.chaos.kafkaio import GroupLag
 from tools.kafkaeos import jars, topics
 from tools.kafkaeos.app import GROUP_ID, app

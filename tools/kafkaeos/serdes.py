@@ -8,7 +8,7 @@ verifier reading it with Kafka's deserializers sees garbage.
 
 from __future__ import annotations
 
-from service import DecodeError, EncodeError
+from eddy import DecodeError, EncodeError
 
 
 class KafkaInteger:

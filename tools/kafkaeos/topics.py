@@ -18,8 +18,8 @@ from aiokafka.errors import GroupCoordinatorNotAvailableError
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.structs import OffsetAndMetadata
 
-from service.settings import Settings
-from service.topics import admin_client
+from eddy.settings import Settings
+from eddy.topics import admin_client
 from tools.kafkaeos.app import GROUP_ID, TOPICS
 
 NAMES = tuple(t.name for t in TOPICS)

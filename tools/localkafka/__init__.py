@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from service.settings import Settings
+from eddy.settings import Settings
 from tools.localkafka import broker
 from tools.localkafka.config import (
     BOOTSTRAP,
@@ -278,6 +278,6 @@ def tool_command(main_class: str, *args: str, version: str | None = None) -> lis
 def _settings() -> Settings:
     """The settings as the app's workers see them: the environment may hold the
     app's agent settings too, which must not be rejected as misspelt."""
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     return load_app_and_settings()[1]

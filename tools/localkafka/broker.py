@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from service.errors import LocalKafkaError
+from eddy.errors import LocalKafkaError
 from tools.localkafka.config import (
     BOOTSTRAP,
     BROKER_JVM,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from service.settings import Settings
+from eddy.settings import Settings
 from tools import localkafka
 from tools.server_cli import Headline, print_status, run_action
 
@@ -83,6 +83,6 @@ def _status(console: Console, as_json: bool) -> int:
 def _settings() -> Settings:
     """The settings as the app's workers see them: the environment may hold the
     app's agent settings too, which must not be rejected as misspelt."""
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     return load_app_and_settings()[1]

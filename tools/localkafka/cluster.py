@@ -19,8 +19,8 @@ import subprocess
 from importlib import resources
 from string import Template
 
-from service.errors import LocalKafkaError
-from service.paths import eddy_home
+from eddy.errors import LocalKafkaError
+from eddy.paths import eddy_home
 from tools.localkafka import broker
 from tools.localkafka.config import (
     BROKER_JVM,
@@ -184,8 +184,8 @@ class Brokers:
 
 async def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     """Partition -> the node id leading it now."""
-    from service.settings import load_settings
-    from service.topics import admin_client
+    from eddy.settings import load_settings
+    from eddy.topics import admin_client
 
     admin = admin_client(load_settings(bootstrap_servers=bootstrap, worker_id="leaders"))
     await admin.start()

@@ -15,8 +15,8 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from service.errors import LocalKafkaError
-from service.paths import eddy_home
+from eddy.errors import LocalKafkaError
+from eddy.paths import eddy_home
 
 VERSION_ENV = "KAFKA_VERSION"
 HOME_ENV = "EDDY_LOCAL_KAFKA_DIR"

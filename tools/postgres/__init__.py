@@ -6,7 +6,7 @@ Public API of the local server (synchronous and blocking, like
 - :func:`ensure_running` starts the server on 127.0.0.1:5433 unless one answers.
 - :func:`stop`, :func:`status`, :func:`dsn`.
 
-The sink's tables come from :mod:`service.pipeline.pgmigrate`. Progress goes to
+The sink's tables come from :mod:`eddy.pipeline.pgmigrate`. Progress goes to
 a :class:`rich.console.Console` (stderr unless one is passed).
 """
 

@@ -27,8 +27,8 @@ def _migrate(console: Console) -> None:
     """EDDY_POSTGRES_DSN's server (the local one if unset), EDDY_POSTGRES_SCHEMA."""
     import asyncpg
 
-    from agents.postgres_sink import SENSOR_SINK
-    from service.pipeline.pgmigrate import MigrationError, migrate_dsn
+    from eddy.examples.postgres_sink import SENSOR_SINK
+    from eddy.pipeline.pgmigrate import MigrationError, migrate_dsn
 
     secret = os.environ.get("EDDY_POSTGRES_DSN")
     schema = os.environ.get("EDDY_POSTGRES_SCHEMA", "eddy")

@@ -19,8 +19,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.errors import EddyError
-from service.paths import eddy_home
+from eddy.errors import EddyError
+from eddy.paths import eddy_home
 
 HOST = "127.0.0.1"
 PORT = 5433  # 5432 may belong to a system server

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from service.cli_parser import print_json
+from eddy.cli_parser import print_json
 from tools import s3
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from service.errors import EddyError
-from service.paths import eddy_home
+from eddy.errors import EddyError
+from eddy.paths import eddy_home
 from tools.managed import Managed
 
 BUCKET = "eddy"
@@ -38,7 +38,7 @@ class LocalS3Error(EddyError):
 
 def client_env(endpoint: str) -> dict[str, str]:
     """The variables that point pyarrow (workers, ``eddy snapshot``) and hadoop-aws
-    (Spark, through spark_jobs.objectstore) at ``endpoint``."""
+    (Spark, through eddy.spark_jobs.objectstore) at ``endpoint``."""
     return {
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": ACCESS_KEY,

@@ -24,8 +24,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from service.errors import EddyError
-from service.paths import eddy_home
+from eddy.errors import EddyError
+from eddy.paths import eddy_home
 
 VERSION = "2.4.2.Final"
 QUARKUS = "2.16.4.Final"  # the quarkus.version of io.apicurio:apicurio-registry:2.4.2.Final

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from service.errors import EddyError
-from service.paths import eddy_home
+from eddy.errors import EddyError
+from eddy.paths import eddy_home
 
 HOST = "127.0.0.1"
 PORT = 8081  # Confluent Schema Registry's port, so clients' defaults find it

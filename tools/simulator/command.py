@@ -16,8 +16,8 @@ import signal
 import sys
 import time
 
-from service.errors import ConfigError
-from service.settings import Settings
+from eddy.errors import ConfigError
+from eddy.settings import Settings
 from tools.simulator.game import GameConfig
 from tools.simulator.generator import SimulationConfig
 from tools.simulator.producer import RunStats, SimulationStats, produce_scenarios
@@ -220,6 +220,6 @@ def run_cli(args: argparse.Namespace) -> int:
 def _settings() -> Settings:
     """The settings as the app's workers see them: the environment may hold the
     app's agent settings too, which must not be rejected as misspelt."""
-    from service.app.loader import load_app_and_settings
+    from eddy.app.loader import load_app_and_settings
 
     return load_app_and_settings()[1]

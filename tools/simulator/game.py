@@ -27,7 +27,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agents.records import GameEvent
+from eddy.examples.records import GameEvent
 from tools.simulator.schedule import (
     InFlight,
     Scheduled,

@@ -22,8 +22,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agents.records import SensorReading
-from service.errors import ConfigError
+from eddy.errors import ConfigError
+from eddy.examples.records import SensorReading
 
 # Plausible outdoor Fahrenheit: wide enough for freezing alarms (< 32 F) and
 # heat, narrow enough that a bug producing absurd values stands out.

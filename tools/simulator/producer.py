@@ -25,10 +25,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel
 
-from agents.records import SensorReading
-from service.errors import BrokerUnavailableError, ConfigError
-from service.kafka_clients import connection_kwargs
-from service.settings import Settings
+from eddy.errors import BrokerUnavailableError, ConfigError
+from eddy.examples.records import SensorReading
+from eddy.kafka_clients import connection_kwargs
+from eddy.settings import Settings
 from tools.simulator.generator import SimulationConfig
 from tools.simulator.reporting import Report, reporting
 from tools.simulator.scenarios import ScenarioPlan, sensor_timeline
@@ -101,11 +101,11 @@ def readings_encoders(
     """Avro readings when EDDY_READINGS_FORMAT=avro (the sensor agents' setting, so
     one variable switches the simulator and the agents), through the same serde
     the agents read with; its schema registered under ``<topic>-value``."""
-    from agents.settings import SensorSettings
-    from agents.topics import readings
-    from service.schemas.base import SchemaSerde
-    from service.schemas.binder import SchemaBinder
-    from service.settings import build
+    from eddy.examples.settings import SensorSettings
+    from eddy.examples.topics import readings
+    from eddy.schemas.base import SchemaSerde
+    from eddy.schemas.binder import SchemaBinder
+    from eddy.settings import build
 
     topic = readings(build(SensorSettings, {}))
     if Stream.READINGS not in topics or not isinstance(topic.serde, SchemaSerde):
@@ -260,7 +260,7 @@ def _missing_topics_message(missing: Mapping[Stream, str]) -> str:
     if set(missing) - {Stream.READINGS}:
         settings_hint.append("EDDY_TOPIC_PREFIX")
     return (
-        f"{what} with `python -m service topics create` (make topics) or by starting the "
+        f"{what} with `python -m eddy topics create` (make topics) or by starting the "
         f"worker whose pipelines read them, or set {' / '.join(settings_hint)}"
     )
 

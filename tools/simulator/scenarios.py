@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from agents.records import SensorReading
-from service.errors import ConfigError
+from eddy.errors import ConfigError
+from eddy.examples.records import SensorReading
 from tools.simulator.game import GameConfig, generate_game
 from tools.simulator.generator import Delivery, SimulationConfig, generate
 from tools.simulator.schedule import Scheduled, Stream, merge

@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from service.errors import ConfigError
+from eddy.errors import ConfigError
 
 # New scenarios leave ample room below the records' 2**53 timestamp limit, so a
 # long run never needs an end-of-time check per record.

@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agents.records import ThresholdUpdate
+from eddy.examples.records import ThresholdUpdate
 from tools.simulator.generator import MAX_SENSORS
 from tools.simulator.schedule import (
     Scheduled,

@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agents.records import Tweet
+from eddy.examples.records import Tweet
 from tools.simulator.schedule import (
     InFlight,
     Scheduled,

@@ -23,7 +23,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from agents.records import VehicleSpeed
+from eddy.examples.records import VehicleSpeed
 from tools.simulator.schedule import (
     InFlight,
     Scheduled,

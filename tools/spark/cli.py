@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from service.cli_parser import print_json
-from service.paths import eddy_home
+from eddy.cli_parser import print_json
+from eddy.paths import eddy_home
 from tools.spark import cluster, jars
 
 

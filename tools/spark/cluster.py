@@ -23,14 +23,15 @@ from typing import Any
 
 import httpx
 
-from service.errors import EddyError
-from service.paths import eddy_home
+from eddy.errors import EddyError
+from eddy.paths import eddy_home
 from tools.managed import Managed
 from tools.spark.jars import spark_home
 
 HOST = "127.0.0.1"
-# What the jobs import (spark_jobs needs service's snapshot layout and tables' schema).
-PACKAGES = ("spark_jobs", "service", "tables")
+# What the jobs import (eddy.spark_jobs needs eddy's snapshot layout and eddy.tables'
+# schema): each folder, and where it sits in the package.
+PACKAGES = {"service": "eddy", "spark_jobs": "eddy/spark_jobs", "tables": "eddy/tables"}
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 
@@ -52,9 +53,9 @@ def package(destination: Path) -> Path:
     destination.parent.mkdir(parents=True, exist_ok=True)
     temporary = destination.with_name(f"{destination.name}.tmp-{os.getpid()}")
     with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name in PACKAGES:
-            for path in sorted((REPOSITORY / name).rglob("*.py")):
-                archive.write(path, path.relative_to(REPOSITORY).as_posix())
+        for folder, inside in PACKAGES.items():
+            for path in sorted((REPOSITORY / folder).rglob("*.py")):
+                archive.write(path, f"{inside}/{path.relative_to(REPOSITORY / folder).as_posix()}")
     temporary.replace(destination)
     return destination
 

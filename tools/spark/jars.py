@@ -18,8 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from service.errors import EddyError
-from service.paths import eddy_home
+from eddy.errors import EddyError
+from eddy.paths import eddy_home
 
 COPY_DEPENDENCIES = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
 # The AWS SDK v2 version each Hadoop release builds hadoop-aws against: the

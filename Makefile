@@ -83,7 +83,7 @@ format: venv
 	$(BIN)/ruff check --fix .
 
 test-unit: venv
-	$(BIN)/pytest tests/unit -q -n 2
+	$(BIN)/pytest tests/unit -q
 
 # Debian's Chromium for the dashboard's browser test; Playwright drives it (no download).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -109,10 +109,14 @@ kubectl: ## check for kubectl, install it with apt-get if a source has it
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl; } || \
 		{ echo "make: install kubectl 1.27 or newer (https://kubernetes.io/docs/tasks/tools/)" >&2; exit 1; }
 
-# Two workers (pytest-xdist): the tests that need servers run one at a time on one of
-# them (tests/conftest.py groups them), the unit tests on the other.
+# The unit tests need no server: they run beside the tests that do (one at a time, one
+# broker), in a pytest of their own whose report follows. Both must pass.
 test: lint kafka-jars registry-jar browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
-	$(BIN)/pytest -m "not slow" -q --durations=20 -n 2 --dist loadgroup
+	@mkdir -p $(EDDY_HOME)
+	$(BIN)/pytest tests/unit -m "not slow" -q -p no:cacheprovider >$(EDDY_HOME)/unit-tests.log 2>&1 & \
+	unit=$$!; $(BIN)/pytest -m "not slow" -q --durations=20 --ignore=tests/unit; servers=$$?; \
+	wait $$unit; units=$$?; echo "--- tests/unit ($(EDDY_HOME)/unit-tests.log):"; \
+	cat $(EDDY_HOME)/unit-tests.log; test $$servers = 0 && test $$units = 0
 
 # CHAOS_BROKERS=3: on a three-broker cluster (replication 3, min.insync.replicas 2), where
 # the broker faults kill a partition leader (docs/chaos.md).

@@ -27,15 +27,25 @@ def test_the_image_s_pins_are_the_lock_s_pins() -> None:
         assert dev_only not in runtime
 
 
-def test_the_dockerfile_copies_every_shipped_package() -> None:
+def shipped_folders() -> list[str]:
+    """The folders the wheel is built from: setuptools' ``where`` (``src``, whose
+    ``eddy`` links to service/), service/ and the folders service/'s links bring in."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packages = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    where = project["tool"]["setuptools"]["packages"]["find"]["where"]
+    package = ROOT / where[0] / "eddy"
+    root = package.resolve()
+    linked = [p.resolve() for p in root.iterdir() if p.is_symlink()]
+    return [*where, root.name, *(p.relative_to(ROOT).as_posix() for p in linked)]
+
+
+def test_the_dockerfile_copies_every_shipped_package() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     dockerignore = (ROOT / ".dockerignore").read_text().splitlines()
-    for pattern in packages:
-        package = pattern.rstrip("*")
-        assert f"COPY {package}/ {package}/" in dockerfile
-        assert f"!{package}/" in dockerignore
+    folders = shipped_folders()
+    assert sorted(folders) == ["agents", "api", "service", "spark_jobs", "src", "tables"]
+    for folder in folders:
+        assert f"COPY {folder}/ {folder}/" in dockerfile
+        assert f"!{folder}/" in dockerignore
     assert "USER 10001" in dockerfile
     assert "HEALTHCHECK" in dockerfile
     assert 'VOLUME ["/var/lib/eddy/state"]' in dockerfile

@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # error name this command rather than the first job.
     build_parser().parse_args(argv)
     for name in JOBS:
-        job = import_module(f"spark_jobs.{name}")
+        job = import_module(f"eddy.spark_jobs.{name}")
         try:
             job.main(argv)
         except SnapshotNotFoundError as exc:

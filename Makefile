@@ -109,14 +109,44 @@ kubectl: ## check for kubectl, install it with apt-get if a source has it
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl; } || \
 		{ echo "make: install kubectl 1.27 or newer (https://kubernetes.io/docs/tasks/tools/)" >&2; exit 1; }
 
-# The unit tests need no server: they run beside the tests that do (one at a time, one
-# broker), in a pytest of their own whose report follows. Both must pass.
+# Two lanes. The tests that need the broker, the registry or PostgreSQL (fixed ports:
+# one at a time) run in one pytest; beside it, in another, those that need none of
+# them: the unit tests and Spark's (local mode, and a standalone cluster on free ports
+# reading a moto S3 server on a free port). Its report follows; both must pass.
+# A shell starts a background job with Ctrl-C ignored, and children inherit that: the
+# lane's pytest gets it back first (tests send SIGINT to the commands they run).
+SERVERLESS := tests/unit tests/spark
+WITH_CTRL_C := $(BIN)/python -c 'import os, signal, sys; \
+	signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
 test: lint kafka-jars registry-jar browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
 	@mkdir -p $(EDDY_HOME)
-	$(BIN)/pytest tests/unit -m "not slow" -q -p no:cacheprovider >$(EDDY_HOME)/unit-tests.log 2>&1 & \
-	unit=$$!; $(BIN)/pytest -m "not slow" -q --durations=20 --ignore=tests/unit; servers=$$?; \
-	wait $$unit; units=$$?; echo "--- tests/unit ($(EDDY_HOME)/unit-tests.log):"; \
-	cat $(EDDY_HOME)/unit-tests.log; test $$servers = 0 && test $$units = 0
+	$(WITH_CTRL_C) $(BIN)/pytest $(SERVERLESS) -m "not slow" -q -p no:cacheprovider --durations=10 \
+		>$(EDDY_HOME)/serverless-tests.log 2>&1 & \
+	lane=$$!; $(BIN)/pytest -m "not slow" -q --durations=20 $(SERVERLESS:%=--ignore=%); \
+	servers=$$?; wait $$lane; serverless=$$?; \
+	echo "--- $(SERVERLESS) ($(EDDY_HOME)/serverless-tests.log):"; \
+	cat $(EDDY_HOME)/serverless-tests.log; test $$servers = 0 && test $$serverless = 0
+
+# Newer Pythons than CI's 3.11, not part of make test (it needs PyPI): the wheel in a new
+# virtualenv on each, its dependencies from PyPI, and the user-project checks of
+# tests/deploy/test_wheel.py (the project's tests, mypy --strict, replay; not the broker
+# part). First ruff and mypy against 3.13 and 3.14; the ruff rules ignored ask for syntax
+# newer than 3.11 (PEP 695 type parameters), which the code cannot use while 3.11 is supported.
+PYENV_VERSIONS := $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
+PYTHONS ?= $(lastword $(wildcard $(PYENV_VERSIONS)/3.12.*/bin/python)) \
+	$(lastword $(wildcard $(PYENV_VERSIONS)/3.13.*/bin/python))
+NEWER_SYNTAX := UP035,UP043,UP046,UP047
+.PHONY: pythons
+pythons: venv ## the wheel and a user's project on Python 3.12 and 3.13 (PYTHONS=...), dependencies from PyPI
+	$(BIN)/ruff check -q --target-version py313 --extend-ignore $(NEWER_SYNTAX) .
+	$(BIN)/ruff check -q --target-version py314 --extend-ignore $(NEWER_SYNTAX) .
+	$(BIN)/mypy --python-version 3.13 src/eddy
+	$(BIN)/mypy --python-version 3.14 src/eddy
+	@test -n "$(strip $(PYTHONS))" || { echo "make pythons: no Python 3.12 or 3.13 under $(PYENV_VERSIONS); set PYTHONS=" >&2; exit 1; }
+	@failed=0; for python in $(PYTHONS); do \
+		echo "== $$($$python --version): tests/deploy/test_wheel.py"; \
+		EDDY_TEST_PYTHON=$$python $(BIN)/pytest tests/deploy/test_wheel.py -q -p no:cacheprovider -m "not e2e" || failed=1; \
+	done; exit $$failed
 
 # CHAOS_BROKERS=3: on a three-broker cluster (replication 3, min.insync.replicas 2), where
 # the broker faults kill a partition leader (docs/chaos.md).

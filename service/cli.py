@@ -88,6 +88,12 @@ def _send(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _consume(args: argparse.Namespace) -> int:
+    from eddy.consume import run_cli
+
+    return run_cli(args)
+
+
 def _config(args: argparse.Namespace) -> int:
     from eddy.config_cli import run_cli
 
@@ -125,7 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("topic", help="the topic's name in the app (EDDY_TOPIC_PREFIX is added)")
     send.add_argument("value", help="the record, as JSON text; checked against the topic's type")
     send.add_argument("--key", default=None, help="the record's key (default: the topic's key)")
+    send.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a header of the record (UTF-8 text); repeat for several",
+    )
     send.set_defaults(handler=_send)
+    _add_consume(commands)
 
     topics = commands.add_parser("topics", help="the app's topics: create or list them")
     topic_actions = topics.add_subparsers(dest="action", required=True, metavar="action")
@@ -185,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="refuse an input line longer than N bytes (default: 8388608, 8 MiB)",
     )
+    replay.add_argument(
+        "--keep-open",
+        action="store_true",
+        help="leave windows open at the end of the input (default: the watermark goes to "
+        "+infinity, so every window fires and every event-time timer)",
+    )
     replay.set_defaults(handler=_replay)
 
     config = commands.add_parser(
@@ -214,6 +234,56 @@ def build_parser() -> argparse.ArgumentParser:
     commands.choices["stop"].set_defaults(handler=_stop)
     _add_app_option(parser)
     return parser
+
+
+def _add_consume(commands: argparse._SubParsersAction[OneLineParser]) -> None:
+    consume = commands.add_parser(
+        "consume",
+        help="read a topic of the app, each record decoded by the topic's serdes "
+        "(read_committed: aborted records never show)",
+    )
+    consume.add_argument(
+        "topic",
+        help="the topic's name in the app (EDDY_TOPIC_PREFIX is added); a topic the app does "
+        "not declare (dead letters, say) is named in full and read raw",
+    )
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-beginning",
+        dest="from_end",
+        action="store_false",
+        help="read from the oldest record of every partition (the default)",
+    )
+    start.add_argument(
+        "--from-end", action="store_true", help="read only records written from now on"
+    )
+    stop = consume.add_mutually_exclusive_group()
+    stop.add_argument(
+        "--count",
+        type=bounded(int, 1, 2**31),
+        default=None,
+        metavar="N",
+        help="stop after N records",
+    )
+    stop.add_argument(
+        "--follow", action="store_true", help="keep reading until Ctrl-C (which exits 0)"
+    )
+    consume.add_argument(
+        "--timeout-ms",
+        type=bounded(int, 1, 2**31),
+        default=None,
+        metavar="MS",
+        help="stop once no record has arrived for MS milliseconds (default: 5000 without "
+        "--follow or --count, else none)",
+    )
+    consume.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document a line: partition, offset, timestamp_ms, key, value, headers "
+        '(bytes that are not UTF-8 as {"base64": ...}), and error for a record not decoded',
+    )
+    # Both flags share one destination: its default is the first action's, so say it.
+    consume.set_defaults(handler=_consume, from_end=False)
 
 
 def _add_app_option(parser: argparse.ArgumentParser, *, top: bool = True) -> None:

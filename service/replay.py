@@ -2,9 +2,11 @@
 
 Input lines are ``{"record": {...}}``, ``{"watermark": <ms>}`` or
 ``{"processing_time": <ms>}``; output is one JSON line per emission, in emission
-order. At the end of the input the watermark goes to +infinity, as Flink does
-for a bounded input. This is how users test a window definition and reprocess
-history without Kafka (docs/replay.md).
+order, in the form of a replay of agents (``{"topic", "key", "value",
+"timestamp_ms"}``: the record a worker would send). At the end of the input the
+watermark goes to +infinity, as Flink does for a bounded input, unless
+``--keep-open`` says to leave the windows open. This is how users test a window
+definition and reprocess history without Kafka (docs/replay.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from eddy.errors import ConfigError, EddyError
 from eddy.eventtime.harness import ProcessHarness, WindowHarness
+from eddy.eventtime.process import Emitted
 from eddy.eventtime.process_spec import ProcessReplaySpec
 from eddy.eventtime.spec import ReplaySpec, field_getter
 from eddy.eventtime.timestamps import EVENT_TIME_RANGE, is_event_time
@@ -168,11 +171,15 @@ def process_harness_for(spec: ProcessReplaySpec) -> ProcessHarness:
     )
 
 
-def replay(spec: AnySpec, lines: Iterable[InputLine]) -> Iterator[bytes]:
+def replay(
+    spec: AnySpec, lines: Iterable[InputLine], *, keep_open: bool = False
+) -> Iterator[bytes]:
     """Feed the input's lines (:func:`~eddy.replay_files.read_records`) to a
     harness; yield each emission as a JSON line as it happens. Emissions are not
     kept once yielded, so a long input costs the memory of its state, not of its
-    output.
+    output. At the end the watermark goes to +infinity (every window fires, every
+    event-time timer), unless ``keep_open``: then the output stops where the input
+    does, as a running worker's would.
 
     Raises:
         ReplayInputError: a line the spec cannot read, the function failing on it, or
@@ -184,21 +191,33 @@ def replay(spec: AnySpec, lines: Iterable[InputLine]) -> Iterator[bytes]:
     else:
         harness = harness_for(spec)
     users = isinstance(spec, ProcessReplaySpec)  # the function is the user's code
+    # A window result's record names its key as the spec's key field does.
+    key_field = "key" if isinstance(spec, ProcessReplaySpec) else spec.key
     for number, value in lines:
         item = _parse(value, number)
         with _reported(f"line {number}", users):
             _feed(harness, item, number)
-        yield from _encoded(_drained(harness), f"line {number}")
+        yield from _encoded(_drained(harness, key_field), f"line {number}")
+    if keep_open:
+        return
     with _reported("at the end of input", users):
         harness.end_of_input()
-    yield from _encoded(_drained(harness), "at the end of input")
+    yield from _encoded(_drained(harness, key_field), "at the end of input")
 
 
-def _drained(harness: WindowHarness | ProcessHarness) -> list[dict[str, Any]]:
-    """The emissions since the last line, as the JSON objects the replay writes."""
+def _drained(harness: WindowHarness | ProcessHarness, key_field: str) -> list[dict[str, Any]]:
+    """The emissions since the last line, as the JSON objects the replay writes: the
+    records a worker would send, as a replay of agents writes them."""
     if isinstance(harness, ProcessHarness):
-        return [{"output": e.output, "key": e.key, "value": e.value} for e in harness.drain()]
-    return [e.to_json() for e in harness.drain()]
+        return [_process_line(e) for e in harness.drain()]
+    return [e.to_json(key_field) for e in harness.drain()]
+
+
+def _process_line(emitted: Emitted) -> dict[str, Any]:
+    line: dict[str, Any] = {"topic": emitted.output, "key": emitted.key, "value": emitted.value}
+    if emitted.timestamp_ms is not None:
+        line["timestamp_ms"] = emitted.timestamp_ms
+    return line
 
 
 @contextlib.contextmanager
@@ -354,7 +373,7 @@ def _emissions(
 ) -> Callable[[Iterable[InputLine]], Iterator[bytes]]:
     if args.spec is not None:
         spec = load_spec(Path(args.spec))
-        return lambda lines: replay(spec, lines)
+        return lambda lines: replay(spec, lines, keep_open=args.keep_open)
     from eddy.app.loader import load_app
     from eddy.replay_app import replay_app
     from eddy.settings import reject_unknown_variables
@@ -369,4 +388,7 @@ def _emissions(
         )
     reject_unknown_variables(app.settings_classes())  # a misspelt one, as a worker does
     driver = stack.enter_context(TestDriver(app, agents=agents))  # unknown agents fail here
-    return lambda lines: (orjson.dumps(body) for body in replay_app(driver, lines))
+    keep_open = args.keep_open
+    return lambda lines: (
+        orjson.dumps(body) for body in replay_app(driver, lines, keep_open=keep_open)
+    )

@@ -4,9 +4,11 @@
 runs the agents as one partition of a worker would (the test driver): the same
 decoding, dead-lettering, operators and state, a checkpoint after every line.
 Records a stage sends to a topic another stage reads (a repartition topic) are
-fed to it; what reaches any other topic is the output. Nothing is flushed at the
-end unless the input says so (``{"watermark": ...}``): the output is what the
-running agents would have emitted for this input.
+fed to it; what reaches any other topic is the output. At the end of the input
+the watermark goes to +infinity, as in a replay of a spec and in
+:meth:`TestDriver.end_of_input`: every window closes, every event-time timer
+fires. With ``keep_open`` nothing is flushed: the output is what the running
+agents would have emitted so far.
 
 Input lines: ``{"topic": name, "record": {...}}`` (or ``"raw": "text"`` for bytes
 that are not JSON), optionally with ``"key"`` (default: the record's key as its
@@ -23,6 +25,7 @@ agents' resources when the replay ends (:meth:`TestDriver.close`).
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,30 +42,49 @@ from eddy.serde import EncodeError
 from eddy.testing import Sent, TestDriver
 
 
-def replay_app(driver: TestDriver, lines: Iterable[InputLine]) -> Iterator[dict[str, Any]]:
+def replay_app(
+    driver: TestDriver, lines: Iterable[InputLine], *, keep_open: bool = False
+) -> Iterator[dict[str, Any]]:
     """Feed the input's lines (:func:`~eddy.replay_files.read_records`) to the
     driver's agents; yield every output record as JSON. What the driver recorded as
     sent is forgotten once yielded: the replay of a long input holds one line's
-    output, not all of it."""
+    output, not all of it. At the end the watermark goes to +infinity unless
+    ``keep_open``."""
     internal = set(driver.internal_topics)
     del driver.sent[:]
     for number, value in lines:
         item = _parse(value, number)
-        try:
+        with _reported(f"line {number}"):
             _feed(driver, item, number)
-        except ReplayInputError:  # already names its line
-            raise
-        except EddyError as exc:  # one line already (a registry down, say): say where
-            raise ReplayInputError(f"line {number}: {exc}") from None
-        except EncodeError as exc:  # JSON cannot carry a value (NaN, infinity: an overflow)
-            raise ReplayInputError(
-                f"line {number}: a result or a state value cannot be written: {exc}"
-            ) from None
-        except Exception as exc:  # an agent's code failed on the line: say where, one line
-            raise ReplayInputError(f"line {number}: {failure('an agent', exc)}") from None
-        fresh = driver.sent[:]
-        del driver.sent[:]
-        yield from (_to_json(s) for s in fresh if s.topic not in internal and not s.is_marker)
+        yield from _outputs(driver, internal)
+    if keep_open:
+        return
+    with _reported("at the end of input"):
+        driver.end_of_input()
+    yield from _outputs(driver, internal)
+
+
+def _outputs(driver: TestDriver, internal: set[str]) -> Iterator[dict[str, Any]]:
+    fresh = driver.sent[:]
+    del driver.sent[:]
+    return (_to_json(s) for s in fresh if s.topic not in internal and not s.is_marker)
+
+
+@contextlib.contextmanager
+def _reported(where: str) -> Iterator[None]:
+    """What goes wrong while the agents run, as one line saying where."""
+    try:
+        yield
+    except ReplayInputError:  # already names its line
+        raise
+    except EddyError as exc:  # one line already (a registry down, say): say where
+        raise ReplayInputError(f"{where}: {exc}") from None
+    except EncodeError as exc:  # JSON cannot carry a value (NaN, infinity: an overflow)
+        raise ReplayInputError(
+            f"{where}: a result or a state value cannot be written: {exc}"
+        ) from None
+    except Exception as exc:  # an agent's code failed: say where, one line
+        raise ReplayInputError(f"{where}: {failure('an agent', exc)}") from None
 
 
 def _feed(driver: TestDriver, item: dict[str, Any], number: int) -> None:

@@ -189,8 +189,17 @@ class Settings(RedactedSettings):
     results_retention_ms: int = Field(
         86_400_000,
         ge=1,
-        description="How long (event time) queryable window results stay in state, unless "
-        "an agent says otherwise (.queryable(retention_ms=...)).",
+        le=3_153_600_000_000,
+        description="How long a queryable window result stays in state after it was last "
+        "written, by the worker's clock (processing time: a record stamped days ahead "
+        "deletes nothing), unless an agent says otherwise (.queryable(retention_ms=...)).",
+    )
+    results_per_key: int | None = Field(
+        None,
+        ge=1,
+        description="Keep at most this many queryable window results per key, the newest "
+        "windows; unset = no cap. A result goes at its retention or when newer windows "
+        "push it past the cap, whichever comes first (.queryable(per_key=...)).",
     )
     window_firings_per_checkpoint: int = Field(
         10_000,

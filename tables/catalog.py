@@ -32,9 +32,10 @@ class TableView:
 
 def view_of(name: str) -> TableView:
     """How a table named ``name`` is keyed."""
-    if name in ("results", "windows") or name.endswith((".windows", ".results")):
+    if name in ("results", "windows") or name.endswith((".windows", ".results", ".expires_at")):
         return TableView(name, "by_key_and_window")
-    if name.startswith("state.") or name.endswith(("keystate", "sessions")) or name == "meta":
+    by_key = ("keystate", "sessions", ".per_key")
+    if name.startswith("state.") or name.endswith(by_key) or name == "meta":
         return TableView(name, "by_key")
     return TableView(name, "by_time")  # timers, results.by_window, results.expiry
 

@@ -61,8 +61,8 @@ Decoder = Callable[[bytes, bytes], Row]
 
 # Table names say how a table is keyed (the same rules as tables/catalog.py):
 # window state may carry a prefix (``<prefix>windows``), keyed state is ``state.*``.
-_WINDOW_KEYED_SUFFIXES = (".windows", ".results")
-_BY_KEY_SUFFIXES = ("keystate", "sessions")
+_WINDOW_KEYED_SUFFIXES = (".windows", ".results", ".expires_at")
+_BY_KEY_SUFFIXES = ("keystate", "sessions", ".per_key")
 _TWO_TIMES = struct.Struct(">QQ")
 _BIAS = 2**63
 

@@ -2,7 +2,11 @@
 
 Children run in their own sessions so a Ctrl-C reaches only this launcher, which
 then stops them in order (simulator first, so the worker drains and commits what
-it received) and stops the broker if it started it.
+it received) and stops the broker, PostgreSQL and the schema registry if it
+started them: if they were running before, someone else (``make kafka-start``, a
+test session, another ``make run``) is using them. A second Ctrl-C or SIGTERM
+kills the children at once but still stops those servers; a third is ignored.
+Children die with the launcher even if it is killed (tools/children.py).
 """
 
 from __future__ import annotations
@@ -13,57 +17,23 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from rich.console import Console
 
 from eddy.errors import EddyError
-from eddy.redact import redact_url
+from eddy.redact import redact, redact_url
 from eddy.settings import ENV_PREFIX, Settings
+from tools.children import STOP_TIMEOUT_S, Child, spawn
 
 console = Console(highlight=False, soft_wrap=True)  # a URL is never cut in two
 STATUS_EVERY_S = 5.0
-
-
-@dataclass
-class Child:
-    name: str
-    process: subprocess.Popen[bytes]
-    log: IO[bytes]
-    log_path: Path
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                console.print(f"[yellow]{self.name} did not stop in {timeout_s:.0f}s; killing it")
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-
-
-def _spawn(name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None) -> Child:
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{name}.log"
-    log = log_path.open("ab")
-    process = subprocess.Popen(
-        [sys.executable, "-m", *args],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, **(env or {})},
-    )
-    return Child(name, process, log, log_path)
 
 
 async def _wait_ready(
@@ -255,81 +225,179 @@ def needs_local_registry() -> bool:
     return avro and not os.environ.get(f"{ENV_PREFIX}SCHEMA_REGISTRY_URL")
 
 
-async def _start_services(run: Run, logs: Path, children: list[Child]) -> bool:
-    """The room service (if sensor_rooms runs against a local URL) and PostgreSQL (if
-    postgres_sink runs); True if this started PostgreSQL."""
+@dataclass
+class Started:
+    """What this run started, so that stopping it stops exactly that: its children,
+    and the shared servers only if they were not running before."""
+
+    children: list[Child] = field(default_factory=list)
+    broker: bool = False
+    postgres: bool = False
+    registry: bool = False
+
+    def names(self) -> str:
+        """What a stop stops, in its order: ``simulator, worker, rooms, broker``."""
+        servers = [
+            name
+            for name, started in (
+                ("broker", self.broker),
+                ("PostgreSQL", self.postgres),
+                ("schema registry", self.registry),
+            )
+            if started
+        ]
+        return ", ".join([*(child.name for child in reversed(self.children)), *servers])
+
+    def start_broker(self) -> None:
+        from tools import localkafka
+
+        self.broker = localkafka.ensure_running()
+
+    def start_postgres(self) -> None:
+        from tools import postgres
+
+        self.postgres = postgres.ensure_running()
+
+    def start_registry(self) -> None:
+        from tools import schemaregistry
+
+        self.registry = schemaregistry.ensure_running()
+
+    def stop_servers(self) -> None:
+        """Through the tools that own them (each waits for a clean shutdown); one
+        that fails is reported and the others are still stopped."""
+        from tools import localkafka, postgres, schemaregistry
+
+        for name, started, stop in (
+            ("the broker", self.broker, localkafka.stop),
+            ("PostgreSQL", self.postgres, postgres.stop),
+            ("the schema registry", self.registry, schemaregistry.stop),
+        ):
+            if not started:
+                continue
+            try:
+                stop()
+            except (EddyError, OSError) as exc:
+                console.print(
+                    f"could not stop {name}: {redact(str(exc))}", style="red", markup=False
+                )
+
+
+async def _to_the_end(step: Callable[[], None]) -> None:
+    """Run ``step`` in a thread to its end even if the run is cancelled meanwhile
+    (a Ctrl-C while the broker starts): what it started is then recorded, and
+    stopped. The cancel is passed on once it has ended."""
+    running = asyncio.ensure_future(asyncio.to_thread(step))
+    try:
+        await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await running
+        raise
+
+
+async def _start_services(run: Run, logs: Path, started: Started) -> None:
+    """The room service (if sensor_rooms runs against a local URL) and PostgreSQL
+    (if postgres_sink runs)."""
     url = urlsplit(run.room_service_url)
     if "sensor_rooms" in run.agents and url.hostname in {"127.0.0.1", "localhost"}:
         port = str(url.port or 80)
-        rooms = _spawn("rooms", ["tools", "rooms", "--port", port, "--latency-ms", "10"], logs)
-        children.append(rooms)
+        rooms = spawn("rooms", ["tools", "rooms", "--port", port, "--latency-ms", "10"], logs)
+        started.children.append(rooms)
         await _wait_ready(run.room_service_url, rooms, path="/healthz")
-    if "postgres_sink" not in run.agents:
-        return False
-    from tools import postgres
-
-    with console.status("starting PostgreSQL..."):
-        return await asyncio.to_thread(postgres.ensure_running)
+    if "postgres_sink" in run.agents:
+        with console.status("starting PostgreSQL..."):
+            await _to_the_end(started.start_postgres)
 
 
-async def launch(settings: Settings, duration_s: float | None, rate: float) -> int:
+async def launch(
+    settings: Settings, duration_s: float | None, rate: float, started: Started
+) -> None:
+    """Start everything, recording it in ``started``, and show the status until
+    ``duration_s`` has passed or the run is cancelled; :func:`stop` stops it."""
     from eddy.topics import run_cli as create_topics
-    from tools import localkafka, postgres
 
     run = with_services(settings)
-    started_broker = await asyncio.to_thread(localkafka.ensure_running)
-    started_postgres = started_registry = False
-    children: list[Child] = []
+    await _to_the_end(started.start_broker)
     logs = settings.home / "logs"
-    base = f"http://{settings.api_host}:{settings.api_port}"
-    try:
-        started_postgres = await _start_services(run, logs, children)
-        if f"{ENV_PREFIX}SCHEMA_REGISTRY_URL" in run.env:
-            from tools import schemaregistry
+    base = worker_base(settings)
+    await _start_services(run, logs, started)
+    if f"{ENV_PREFIX}SCHEMA_REGISTRY_URL" in run.env:
+        with console.status("starting the schema registry (built on first use)..."):
+            await _to_the_end(started.start_registry)
+    os.environ.update(run.env)  # the topics of every agent that will run
+    await asyncio.to_thread(create_topics, argparse.Namespace(action="create", app=None))
+    worker = spawn("worker", ["eddy", "worker"], logs, run.env)
+    started.children.append(worker)
+    with console.status("waiting for the worker to join and restore its state..."):
+        await _wait_ready(base, worker)
+    scenarios = simulator_scenarios(run.agents)
+    if scenarios:
+        simulate = ["tools", "simulate", "--scenario", ",".join(scenarios), "--rate", str(rate)]
+        started.children.append(spawn("simulator", simulate, logs))
+    _print_banner(run, base, logs)
+    await _monitor(base, started.children, duration_s)
 
-            with console.status("starting the schema registry (built on first use)..."):
-                started_registry = await asyncio.to_thread(schemaregistry.ensure_running)
-        os.environ.update(run.env)  # the topics of every agent that will run
-        await asyncio.to_thread(create_topics, argparse.Namespace(action="create", app=None))
-        worker = _spawn("worker", ["eddy", "worker"], logs, run.env)
-        children.append(worker)
-        with console.status("waiting for the worker to join and restore its state..."):
-            await _wait_ready(base, worker)
-        scenarios = simulator_scenarios(run.agents)
-        if scenarios:
-            simulate = ["tools", "simulate", "--scenario", ",".join(scenarios), "--rate", str(rate)]
-            children.append(_spawn("simulator", simulate, logs))
-        _print_banner(run, base, logs)
-        await _monitor(base, children, duration_s)
-        return 0
-    finally:
-        stopped = ", ".join(child.name for child in reversed(children))
-        extra = "".join(
-            name
-            for name, started in (
-                (", broker", started_broker),
-                (", PostgreSQL", started_postgres),
-                (", schema registry", started_registry),
+
+def worker_base(settings: Settings) -> str:
+    return f"http://{settings.api_host}:{settings.api_port}"
+
+
+class Signals:
+    """Ctrl-C and SIGTERM: the first stops everything cleanly; the second kills the
+    children at once (the servers still stop through their tools); more are
+    ignored until that is done. Someone who presses Ctrl-C twice wants out
+    sooner, never a worker left behind."""
+
+    # `kill -TERM -- -PGID` under make reaches the launcher twice: from the kill and
+    # from make passing it on. Signals this close to the one that counted are that one.
+    SAME_SIGNAL_S = 0.5
+
+    def __init__(self, started: Started) -> None:
+        self.started = started
+        self.received = 0
+        self.main: asyncio.Task[None] | None = None
+        self._counted_at = -float("inf")
+
+    @property
+    def forced(self) -> bool:
+        return self.received >= 2
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self._counted_at < self.SAME_SIGNAL_S:
+            return
+        self._counted_at = now
+        self.received += 1
+        if self.received == 1:
+            console.print("stopping (press Ctrl-C again to force)")
+            if self.main is not None:
+                self.main.cancel()  # the stop itself is never cancelled: run_cli runs it after
+        elif self.received == 2:
+            running = [c for c in reversed(self.started.children) if c.running]
+            names = ", ".join(c.name for c in running) or "nothing"
+            console.print(
+                f"[yellow]forcing the stop: killing {names}; the servers this run started "
+                "still stop"
             )
-            if started
-        )
-        console.print(f"stopping: {stopped}{extra}")
-        for child in reversed(children):
-            if child.name == "worker" and child.process.poll() is None:
-                await _snapshot_at_exit(base, settings)
-            await asyncio.to_thread(child.stop)
-        if started_broker:
-            await asyncio.to_thread(localkafka.stop)
-        if started_postgres:
-            await asyncio.to_thread(postgres.stop)
-        if started_registry:
-            from tools import schemaregistry
-
-            await asyncio.to_thread(schemaregistry.stop)
-        console.print("stopped cleanly")
+            for child in running:
+                child.kill()
+        else:
+            console.print("[yellow]still stopping; wait for it to end")
 
 
-async def _snapshot_at_exit(base: str, settings: Settings) -> None:
+async def stop(started: Started, settings: Settings, signals: Signals) -> None:
+    """Stop what ``started`` holds, children last-started first (the simulator
+    before the worker, so the worker commits what it received)."""
+    console.print(f"stopping: {started.names()}")
+    for child in reversed(started.children):
+        if child.name == "worker" and child.running and not signals.forced:
+            await _snapshot_at_exit(worker_base(settings), settings, signals)
+        if await asyncio.to_thread(child.stop) and not signals.forced:
+            console.print(f"[yellow]{child.name} did not stop in {STOP_TIMEOUT_S:.0f}s; killed it")
+    await asyncio.to_thread(started.stop_servers)
+
+
+async def _snapshot_at_exit(base: str, settings: Settings, signals: Signals) -> None:
     """The state as the run leaves it, for `make analytics` (docs/snapshots.md)."""
     from eddy.client import request_snapshot
 
@@ -337,12 +405,29 @@ async def _snapshot_at_exit(base: str, settings: Settings) -> None:
         with console.status("taking a snapshot of the state..."):
             answer = await asyncio.to_thread(request_snapshot, base, settings)
     except EddyError as exc:
-        console.print(f"[yellow]no snapshot at exit: {exc}")
+        why = "the stop was forced" if signals.forced else str(exc)
+        console.print(f"[yellow]no snapshot at exit: {why}")
         return
     if answer["complete"]:
         console.print(f"snapshot {answer['id']} ({answer['rows']} rows): {answer['location']}")
     else:
-        console.print(f"[yellow]snapshot {answer['id']} incomplete: {answer['missing']}")
+        console.print(incomplete_snapshot(answer), style="yellow", markup=False)
+
+
+def incomplete_snapshot(answer: dict[str, Any]) -> str:
+    """Which partitions an unpublished snapshot lacks, why, and what to do."""
+    missing: list[str] = answer["missing"]
+    named = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+    errors = [redact(str(w["error"])) for w in answer.get("workers", []) if w.get("error")]
+    why = "; ".join(errors) or (
+        "no process of the worker had them open (restoring, or moving between its "
+        "processes after a rebalance)"
+    )
+    return (
+        f"snapshot {answer['id']} incomplete, not published: {len(missing)} partitions "
+        f"missing ({named}): {why}. The state is kept; `eddy snapshot create` takes "
+        "one the next time the app runs."
+    )
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -352,14 +437,24 @@ def run_cli(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.rate <= 0:
         raise EddyError("--rate must be positive")
+    started = Started()
+    signals = Signals(started)
     loop = asyncio.new_event_loop()
-    main = loop.create_task(launch(settings, args.duration, args.rate))
-    # Ctrl-C cancels the monitor; `launch`'s finally-block then stops everything.
-    loop.add_signal_handler(signal.SIGINT, main.cancel)
-    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, signals)
+    signals.main = loop.create_task(launch(settings, args.duration, args.rate, started))
+    failed = True  # until the run ends as asked: its error follows the stop
     try:
-        return loop.run_until_complete(main)
-    except asyncio.CancelledError:
-        return 0
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(signals.main)
+        failed = False
     finally:
+        # Outside the task a signal cancels: a second signal kills children, it
+        # never abandons the stop of the servers.
+        loop.run_until_complete(stop(started, settings, signals))
         loop.close()
+        if signals.forced:
+            console.print("[yellow]stopped by force: the children were killed")
+        elif not failed:
+            console.print("stopped cleanly")
+    return 130 if signals.forced else 0

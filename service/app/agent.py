@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from eddy.app.settings import AgentSettings
 from eddy.app.topic import Topic
@@ -32,6 +32,8 @@ from eddy.eventtime.process import Context
 from eddy.eventtime.watermarks import WatermarkStrategy
 
 Handler = Callable[..., Any]
+# A decorated handler keeps its own signature for the type checker.
+H = TypeVar("H", bound=Handler)
 
 
 @dataclass
@@ -49,7 +51,7 @@ class AgentDef:
     timer: Handler | None = field(default=None)
     group_id: str | None = None  # None: <app id>.<agent>
 
-    def on_timer(self, function: Handler) -> Handler:
+    def on_timer(self, function: H) -> H:
         """Decorate the handler of this agent's timers: ``(timestamp_ms, ctx)``;
         ``ctx.time_domain`` says ``event_time`` or ``processing_time``."""
         self.timer = function

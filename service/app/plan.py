@@ -56,7 +56,7 @@ from eddy.pipeline.pgsink import PostgresSink
 from eddy.pipeline.repartition import Repartition
 from eddy.pipeline.source import Source
 from eddy.pipeline.stateless import Forward
-from eddy.pipeline.windowed import WindowedAggregation, window_record
+from eddy.pipeline.windowed import MAX_RETENTION_MS, WindowedAggregation, window_record
 from eddy.schemas.base import SchemaSerde
 from eddy.schemas.binder import SchemaBinder
 from eddy.serde import Json, JsonModel, Serde
@@ -238,7 +238,7 @@ def _window(
         or NoWatermarks()
     )
     key_field = _key_field(head, pre)
-    retention = next((q.retention_ms for q in queryable if q.retention_ms), None)
+    retention_ms, per_key = _retention(b, name, queryable)
     if step.late_to is not None:
         compiled.topics.append(step.late_to)
     compiled.stages.append(
@@ -251,7 +251,8 @@ def _window(
             late_output=None if step.late_to is None else b.physical(step.late_to),
             key_field=key_field,
             queryable=bool(queryable),
-            results_retention_ms=retention or b.settings.results_retention_ms,
+            results_retention_ms=retention_ms,
+            results_per_key=per_key,
             firings_per_checkpoint=b.settings.window_firings_per_checkpoint,
             revive=_reviver(_element_type(head, pre)),
         )
@@ -282,6 +283,21 @@ def _process(
         )
     )
     compiled.views += _state_views(name, step.states)
+
+
+def _retention(b: Builder, name: str, queryable: Sequence[QueryableStep]) -> tuple[int, int | None]:
+    """How long an agent keeps its queryable results, and how many per key: its
+    ``.queryable(...)`` arguments, else the settings."""
+    retention_ms = next((q.retention_ms for q in queryable if q.retention_ms is not None), None)
+    per_key = next((q.per_key for q in queryable if q.per_key is not None), None)
+    if retention_ms is not None and not 1 <= retention_ms <= MAX_RETENTION_MS:
+        raise PlanError(
+            f"agent {name}: .queryable(retention_ms=...) must be from 1 to "
+            f"{MAX_RETENTION_MS} (got {retention_ms})"
+        )
+    if per_key is not None and per_key < 1:
+        raise PlanError(f"agent {name}: .queryable(per_key=...) must be >= 1 (got {per_key})")
+    return retention_ms or b.settings.results_retention_ms, per_key or b.settings.results_per_key
 
 
 def _definition(name: str, build: Callable[[], WindowSpec]) -> WindowSpec:
@@ -322,7 +338,7 @@ def _join(
         assert assigner is not None
         make = window_join if step.kind == "window" else window_cogroup
         spec = _definition(name, lambda: make(assigner, step.function, step.allowed_lateness_ms))
-        retention = next((q.retention_ms for q in queryable if q.retention_ms), None)
+        retention_ms, per_key = _retention(b, name, queryable)
         stage: Pipeline = WindowedAggregation(
             name,
             (left, right),
@@ -331,7 +347,8 @@ def _join(
             outputs=tuple(_result_values(t) for t in targets),
             key_field=key_field,
             queryable=bool(queryable),
-            results_retention_ms=retention or b.settings.results_retention_ms,
+            results_retention_ms=retention_ms,
+            results_per_key=per_key,
             firings_per_checkpoint=b.settings.window_firings_per_checkpoint,
             revive=_side_reviver(*revive),
         )

@@ -125,6 +125,7 @@ class ToStep:
 @dataclass(frozen=True)
 class QueryableStep:
     retention_ms: int | None = None
+    per_key: int | None = None
 
 
 KEYED_STEPS = (WindowStep, ProcessStep, JoinStep, BroadcastStep, EnrichStep, SinkStep)
@@ -328,10 +329,14 @@ class Stream(Generic[T]):
         self.app.register(result)
         return result
 
-    def queryable(self, *, retention_ms: int | None = None) -> Stream[T]:
-        """Serve the window results over REST for ``retention_ms`` of event time
-        after each window ends (default ``EDDY_RESULTS_RETENTION_MS``)."""
-        result: Stream[T] = self._then(QueryableStep(retention_ms))
+    def queryable(
+        self, *, retention_ms: int | None = None, per_key: int | None = None
+    ) -> Stream[T]:
+        """Serve the window results over REST, each for ``retention_ms`` after it was
+        last written by the worker's clock (default ``EDDY_RESULTS_RETENTION_MS``),
+        and at most the newest ``per_key`` windows of a key (default
+        ``EDDY_RESULTS_PER_KEY``: no cap)."""
+        result: Stream[T] = self._then(QueryableStep(retention_ms, per_key))
         self.app.register(result)
         return result
 

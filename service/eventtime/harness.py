@@ -22,6 +22,9 @@ MAIN = "main"
 
 @dataclass(frozen=True)
 class Emission:
+    """One thing the harness emitted: a window result (``record`` is None) or a late
+    record sent to the side output ``output``."""
+
     output: str
     key: str | None = None
     window_start_ms: int | None = None
@@ -29,17 +32,35 @@ class Emission:
     value: Any = None
     kind: str | None = None
     record: Any = None
+    timestamp_ms: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, key_field: str = "key") -> dict[str, Any]:
+        """The emission as the record a worker sends for it, in the line form both
+        replays write (``{"topic", "key", "value"[, "timestamp_ms"]}``): a late record
+        as it was read, at its own time; a window result as the worker's window
+        record (``{key_field, window_start_ms, window_end_ms, ...value, timing}``),
+        at the window's last instant. A replay of a spec and one of an agent equal
+        to it then write the same bytes."""
+        line: dict[str, Any] = {"topic": self.output, "key": self.key}
         if self.record is not None:
-            return {"output": self.output, "key": self.key, "record": self.record}
+            line["value"] = self.record
+        else:
+            line["value"] = self._window_record(key_field)
+        if self.timestamp_ms is not None:
+            line["timestamp_ms"] = self.timestamp_ms
+        return line
+
+    def _window_record(self, key_field: str) -> dict[str, Any]:
+        # The global window has no bounds to report; the worker writes its ends.
+        start = GLOBAL_WINDOW.start_ms if self.window_start_ms is None else self.window_start_ms
+        end = GLOBAL_WINDOW.end_ms if self.window_end_ms is None else self.window_end_ms
+        fields = self.value if isinstance(self.value, dict) else {"value": self.value}
         return {
-            "output": self.output,
-            "key": self.key,
-            "window_start": self.window_start_ms,
-            "window_end": self.window_end_ms,
-            "value": self.value,
-            "kind": self.kind,
+            key_field: self.key,
+            "window_start_ms": start,
+            "window_end_ms": end,
+            **fields,
+            "timing": self.kind,
         }
 
 
@@ -93,7 +114,10 @@ class WindowHarness:
             if self.late_output is None:
                 self.dropped_late += 1
             else:
-                self.outputs.append(Emission(self.late_output, key=key, record=value))
+                late_record = Emission(
+                    self.late_output, key, record=value, timestamp_ms=timestamp_ms
+                )
+                self.outputs.append(late_record)
         self._collect(results)
 
     def watermark(self, watermark_ms: int) -> None:
@@ -122,11 +146,13 @@ class WindowHarness:
 
     def _collect(self, results: list[WindowResult]) -> None:
         for r in results:
-            if r.window == GLOBAL_WINDOW:  # no bounds to report: null, not +-2**62
-                start, end = None, None
+            # A result carries its window's last instant as its time, as the worker
+            # sends it; the global window has none (nor bounds: None, not +-2**62).
+            if r.window == GLOBAL_WINDOW:
+                start, end, at = None, None, None
             else:
-                start, end = r.window.start_ms, r.window.end_ms
-            self.outputs.append(Emission(MAIN, r.key, start, end, r.value, r.timing))
+                start, end, at = r.window.start_ms, r.window.end_ms, r.window.max_timestamp_ms
+            self.outputs.append(Emission(MAIN, r.key, start, end, r.value, r.timing, None, at))
 
 
 class ProcessHarness:

@@ -62,7 +62,28 @@ class TimerService:
 
 
 class Context:
-    """What a function sees while it handles an element or a timer."""
+    """What a function sees while it handles an element or a timer.
+
+    The attributes below are plain attributes, not properties, because the
+    operator sets ``timestamp_ms`` and ``time_domain`` for every record: listed
+    here so that ``help(Context)`` shows them.
+
+    Attributes:
+        state: the current key's keyed state, typed as declared:
+            ``ctx.state(LAST_SEEN)`` is a ``ValueState``'s handle (``get``/``set``/
+            ``clear``), a ``ListState``'s (``get``/``add``/``update``/``clear``) or a
+            ``MapState``'s (``get``/``put``/``remove``/``contains``/``items``/...).
+        timer_service: the current key's timers:
+            ``register_event_time_timer(time_ms)``,
+            ``register_processing_time_timer(time_ms)``, their ``delete_*`` twins,
+            ``current_watermark_ms`` and ``current_processing_time_ms``.
+        timestamp_ms: the event time of the element being handled, or the time
+            of the timer that fired (``None`` for a broadcast element).
+        time_domain: in a timer handler, ``"event_time"`` or
+            ``"processing_time"``; ``None`` while an element is handled.
+        settings: the agent's settings (its ``AgentSettings`` instance), if it
+            declares any.
+    """
 
     def __init__(self, op: ProcessOperator) -> None:
         self._op = op
@@ -75,6 +96,7 @@ class Context:
 
     @property
     def key(self) -> str:
+        """The key of the element (or timer) being handled."""
         return self._op.key
 
     @property
@@ -101,10 +123,12 @@ class Context:
 
     @property
     def watermark_ms(self) -> int:
+        """This task's event-time clock: every record at or before it is late."""
         return self._op.watermark_ms
 
     @property
     def processing_time_ms(self) -> int:
+        """The wall clock (a fake one in the test driver), in ms since the epoch."""
         return self._op.processing_time_ms
 
     def broadcast(self, name: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ window's function sees both sides' elements of one key and window.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,9 +32,11 @@ from eddy.pipeline.source import Source
 from eddy.tables.codecs import (
     decode_json,
     decode_utf8,
+    decode_window_key,
     encode_json,
     encode_time,
     encode_utf8,
+    encode_window_key,
     time_upper_bound,
 )
 from eddy.tables.schema import StateSchema
@@ -63,9 +66,20 @@ RESULTS_BY_WINDOW: TableSpec[tuple[TimeWindow, str], Any] = replace(
 )
 EVENT_TIMERS = timer_table("timers")
 PROCESSING_TIMERS = timer_table("timers.processing")
-# When each kept result leaves state, keyed (expiry time, key, window): a range read
-# from the last sweep up to the watermark finds exactly the results that are due.
+# When each kept result leaves state by processing time, keyed (expiry time, key,
+# window): a range read from the last sweep up to the worker's clock finds the
+# results that are due. A result written again gets a later entry; the earlier one
+# stays until it comes due, and RESULT_EXPIRES_AT tells the sweep it is stale.
 RESULT_EXPIRY = timer_table("results.expiry")
+# The expiry time of each kept result's latest write, keyed (key, window).
+RESULT_EXPIRES_AT: TableSpec[tuple[str, TimeWindow], int] = TableSpec(
+    "results.expires_at", encode_window_key, decode_window_key, encode_json, decode_json
+)
+# Each key's kept windows, oldest first (only with a per-key cap): the cap costs one
+# read per kept result, never a scan of the key's results.
+RESULT_WINDOWS: TableSpec[str, list[list[int]]] = TableSpec(
+    "results.per_key", encode_utf8, decode_utf8, encode_json, decode_json
+)
 META: TableSpec[str, Any] = TableSpec("meta", encode_utf8, decode_utf8, encode_json, decode_json)
 # Every table a window stage keeps (its states, for savepoints), all at version 1.
 WINDOW_STATES: Mapping[str, StateSchema] = {
@@ -73,6 +87,8 @@ WINDOW_STATES: Mapping[str, StateSchema] = {
     for name in (
         *(t.name for t in (RESULTS, RESULTS_BY_WINDOW, EVENT_TIMERS, PROCESSING_TIMERS)),
         RESULT_EXPIRY.name,
+        RESULT_EXPIRES_AT.name,
+        RESULT_WINDOWS.name,
         META.name,
         "windows",
         "sessions",
@@ -80,6 +96,8 @@ WINDOW_STATES: Mapping[str, StateSchema] = {
     )
 }
 EXPIRE = "results.expire"
+# The longest results retention: a century, so a clock reading plus it stays a time.
+MAX_RETENTION_MS = 100 * 365 * 86_400_000
 
 
 def window_record(result: WindowResult, key_field: str) -> dict[str, Any]:
@@ -106,9 +124,13 @@ class WindowedAggregation:
         inputs: one source, or two for a window join (co-partitioned).
         outputs: where results go; a target's steps get each :class:`WindowResult`
             (a target without steps gets :func:`window_record`).
-        queryable: keep each result for REST queries for ``results_retention_ms``
-            of event time after its window ends (they go at the first checkpoint
-            whose watermark has reached that time).
+        queryable: keep each result for REST queries.
+        results_retention_ms: how long a kept result stays after it was last
+            written, by the worker's clock (processing time): it goes at the first
+            checkpoint at or after that time. Event time deletes nothing, so one
+            record stamped days ahead cannot empty other keys' history.
+        results_per_key: keep at most this many windows of each key, the newest
+            (by window start); None keeps every window until it expires.
         revive: turns a stored element back into its type (windows that keep
             their elements: a process function or an evictor).
     """
@@ -122,6 +144,7 @@ class WindowedAggregation:
     key_field: str = "key"
     queryable: bool = False
     results_retention_ms: int = 86_400_000
+    results_per_key: int | None = None
     revive: Callable[[Any], Any] | None = None
     # Aligned windows (tumbling, sliding) of every key close at one watermark: a
     # million keys would put a million results, their state writes and changelog
@@ -133,6 +156,13 @@ class WindowedAggregation:
     def __post_init__(self) -> None:
         if not 1 <= len(self.inputs) <= 2:
             raise ValueError("a window stage has one input, or two (a window join)")
+        if not 1 <= self.results_retention_ms <= MAX_RETENTION_MS:
+            raise ValueError(
+                f"results_retention_ms must be from 1 to {MAX_RETENTION_MS} "
+                f"(got {self.results_retention_ms})"
+            )
+        if self.results_per_key is not None and self.results_per_key < 1:
+            raise ValueError(f"results_per_key must be >= 1 (got {self.results_per_key})")
 
     @property
     def state_schemas(self) -> Mapping[str, StateSchema]:
@@ -182,8 +212,8 @@ class WindowedLogic:
         self._records = definition.queryable or any(t.steps is None for t in definition.outputs)
         self._saved: dict[str, Any] | None = None
         self._now_ms = 0  # processing time, as of the runtime's last tick
-        # Results expiring at or before this time are gone from committed state.
-        self._swept_ms = MIN_WATERMARK
+        self._ticked = False  # whether _now_ms came from a tick yet
+        self._kept = KeptResults(txn, definition.results_retention_ms, definition.results_per_key)
         self.reload()
 
     @property
@@ -193,10 +223,7 @@ class WindowedLogic:
     def reload(self) -> None:
         self._saved = self._store.get(META, "watermark")
         self._windows.reload(self._saved)
-        # Every checkpoint sweeps the results due at its watermark (and so did Eddy
-        # before the sweep moved here), so the committed watermark is where the
-        # next sweep starts: opening a partition reads no results.
-        self._swept_ms = self.watermark_ms
+        self._kept.reload()
 
     def process(self, record: InputRecord, out: Output) -> None:
         marker = marker_of(record)
@@ -246,11 +273,14 @@ class WindowedLogic:
     def on_tick(self, now_ms: int, out: Output) -> None:
         """Processing time passed: periodic watermarks, idleness, processing-time timers."""
         self._now_ms = now_ms
+        self._ticked = True
         self._emit(self._windows.on_tick(now_ms), out)
+        if self._d.queryable and self._kept.due(now_ms):
+            self._kept.expire(now_ms)  # its deletes make the task's checkpoint due
 
     def prepare_commit(self) -> None:
-        if self._d.queryable:
-            self._expire()
+        if self._d.queryable and self._ticked:
+            self._kept.expire(self._now_ms)
         snapshot = self._windows.snapshot()
         if snapshot != self._saved:
             self._txn.put(META, "watermark", snapshot)
@@ -275,7 +305,7 @@ class WindowedLogic:
                 except UNWRITABLE as exc:
                     self._unwritable(None, result, exc, out)
                 else:
-                    self._keep(result, kept)
+                    self._kept.keep(result.key, result.window, kept, self._clock_ms())
             timings[result.timing] = timings.get(result.timing, 0) + 1
         for timing, count in timings.items():
             out.count(f"window.{timing}", count)
@@ -305,32 +335,106 @@ class WindowedLogic:
         window = (result.window.start_ms, result.window.end_ms)
         out.dead_letter_output(topic, result.key, result.value, unwritable_reason(exc), window)
 
-    def _keep(self, result: WindowResult, payload: bytes) -> None:
-        """Keep ``payload`` (the result's record, encoded) for queries."""
-        key, window = result.key, result.window
-        expire_ms = window.end_ms + self._d.results_retention_ms
-        if expire_ms <= self._swept_ms:
-            # Due before the last sweep (an update long after its window): no later
-            # sweep would find it, and it would already be gone. So is an earlier one.
-            self._txn.delete(RESULTS, (key, window))
-            self._txn.delete(RESULTS_BY_WINDOW, (window, key))
-            return
-        self._txn.put(RESULTS, (key, window), payload)
-        self._txn.put(RESULTS_BY_WINDOW, (window, key), payload)
-        timer = Timer(expire_ms, EXPIRE, key, window.start_ms, window.end_ms)
-        self._txn.put(RESULT_EXPIRY, timer, True)
+    def _clock_ms(self) -> int:
+        # The runtime and the test driver tick before any record; the wall clock is
+        # a guard, so a result kept before a tick cannot get an expiry in 1970.
+        return self._now_ms if self._ticked else time.time_ns() // 1_000_000
 
-    def _expire(self) -> None:
-        """Delete the results due at the watermark: one range read of the expiry
-        index from the last sweep, so the cost is the results that expire, and no
-        per-result timer is held in memory."""
-        watermark_ms = self.watermark_ms
-        if watermark_ms <= self._swept_ms:
+
+class KeptResults:
+    """A window stage's results kept for queries, and when each goes.
+
+    A result goes ``retention_ms`` after its last write by processing time, or
+    when newer windows of its key push it past ``per_key``. The watermark decides
+    nothing here: one record stamped days ahead cannot empty other keys' history.
+    Expiry is one range read of an index keyed by expiry time, from the last sweep
+    to now, so a sweep reads only what it deletes and nothing is held per result.
+    """
+
+    def __init__(self, txn: PartitionTransaction, retention_ms: int, per_key: int | None) -> None:
+        self._txn = txn
+        self._retention_ms = retention_ms
+        self._per_key = per_key
+        # Results expiring at or before this time are gone from committed state.
+        self._swept_ms = MIN_WATERMARK
+        # No kept result expires before this (a lower bound): a tick sweeps once the
+        # clock reaches it, so an idle partition's results expire too.
+        self._next_due_ms = MIN_WATERMARK
+
+    def reload(self) -> None:
+        # The index holds only results still kept, so the first sweep after opening
+        # reads from its start and finds just the due ones: opening a partition
+        # reads no results, and a restored one (another worker's clock wrote the
+        # index) follows the same rule.
+        self._swept_ms = self._next_due_ms = MIN_WATERMARK
+
+    def due(self, now_ms: int) -> bool:
+        return now_ms >= self._next_due_ms
+
+    def keep(self, key: str, window: TimeWindow, payload: bytes, now_ms: int) -> None:
+        """Keep ``payload`` (a result's record, encoded) until ``retention_ms`` after
+        ``now_ms``, within the key's cap."""
+        if self._per_key is not None and not self._within_cap(key, window):
             return
-        lower, upper = encode_time(self._swept_ms + 1), time_upper_bound(watermark_ms)
-        for timer, _ in list(self._txn.scan(RESULT_EXPIRY, lower, upper)):
-            window = TimeWindow(timer.window_start_ms, timer.window_end_ms)
-            self._txn.delete(RESULTS, (timer.key, window))
-            self._txn.delete(RESULTS_BY_WINDOW, (window, timer.key))
-            self._txn.delete(RESULT_EXPIRY, timer)
-        self._swept_ms = watermark_ms
+        expire_ms = now_ms + self._retention_ms
+        # A clock set back below the last sweep: start the next sweep early enough.
+        self._swept_ms = min(self._swept_ms, expire_ms - 1)
+        self._next_due_ms = min(self._next_due_ms, expire_ms)
+        txn = self._txn
+        txn.put(RESULTS, (key, window), payload)
+        txn.put(RESULTS_BY_WINDOW, (window, key), payload)
+        txn.put(RESULT_EXPIRES_AT, (key, window), expire_ms)
+        txn.put(RESULT_EXPIRY, Timer(expire_ms, EXPIRE, key, window.start_ms, window.end_ms), True)
+
+    def _within_cap(self, key: str, window: TimeWindow) -> bool:
+        """Add ``window`` to ``key``'s kept windows, dropping the oldest past the cap;
+        False when ``window`` itself is the oldest (a late update of a window the
+        cap already dropped)."""
+        cap = self._per_key
+        assert cap is not None
+        kept = list(self._txn.get(RESULT_WINDOWS, key) or ())
+        entry = [window.start_ms, window.end_ms]
+        if entry in kept:
+            return True
+        kept.append(entry)
+        kept.sort()
+        dropped, kept = kept[:-cap], kept[-cap:]
+        self._txn.put(RESULT_WINDOWS, key, kept)
+        for start_ms, end_ms in dropped:
+            self._forget(key, TimeWindow(start_ms, end_ms))
+        return entry in kept
+
+    def _forget(self, key: str, window: TimeWindow) -> None:
+        """Delete a kept result (its expiry index entry goes when it comes due)."""
+        self._txn.delete(RESULTS, (key, window))
+        self._txn.delete(RESULTS_BY_WINDOW, (window, key))
+        self._txn.delete(RESULT_EXPIRES_AT, (key, window))
+
+    def expire(self, now_ms: int) -> None:
+        """Delete the results due at ``now_ms`` (processing time)."""
+        if now_ms < self._next_due_ms or now_ms <= self._swept_ms:
+            return
+        txn = self._txn
+        lower, upper = encode_time(self._swept_ms + 1), time_upper_bound(now_ms)
+        for timer, _ in list(txn.scan(RESULT_EXPIRY, lower, upper)):
+            txn.delete(RESULT_EXPIRY, timer)
+            key, window = timer.key, TimeWindow(timer.window_start_ms, timer.window_end_ms)
+            expire_ms = txn.get(RESULT_EXPIRES_AT, (key, window))
+            if expire_ms is not None and expire_ms != timer.time_ms:
+                continue  # written again since: a later entry keeps it
+            self._forget(key, window)
+            if self._per_key is not None:
+                self._uncap(key, window)
+        self._swept_ms = now_ms
+        following = next(iter(txn.scan(RESULT_EXPIRY, encode_time(now_ms + 1))), None)
+        self._next_due_ms = MAX_TIME_MS if following is None else following[0].time_ms
+
+    def _uncap(self, key: str, window: TimeWindow) -> None:
+        kept = self._txn.get(RESULT_WINDOWS, key)
+        if kept is None:
+            return
+        remaining = [w for w in kept if w != [window.start_ms, window.end_ms]]
+        if remaining:
+            self._txn.put(RESULT_WINDOWS, key, remaining)
+        else:
+            self._txn.delete(RESULT_WINDOWS, key)

@@ -240,6 +240,23 @@ class Task:
             await self._ensure_transaction()
             await self._send(pending)
 
+    async def advance_watermark(self, watermark_ms: int) -> None:
+        """An explicit watermark (the test driver's, or the end of a bounded input):
+        the logic fires what it closes; send it."""
+        if self._async is not None:
+            await self._async.advance_watermark_async(watermark_ms, self.output)
+        else:
+            self.logic.advance_watermark(watermark_ms, self.output)
+        await self.send_emitted()
+
+    async def send_emitted(self) -> None:
+        """Send what the logic emitted outside the task's own calls (the test driver
+        asks a re-keying stage for its watermark after each batch)."""
+        pending = self.output.take()
+        if pending:
+            await self._ensure_transaction()
+            await self._send(pending)
+
     async def prepare_commit(self) -> None:
         """Steps 1-3 up to the transaction commit: send state, await every send."""
         if self._async is not None:

@@ -114,7 +114,9 @@ def test_a_record_time_outside_2_to_the_53_is_refused_as_the_worker_dead_letters
     # The bounds themselves are times, as they are for the worker.
     done, written = spec_replay(tmp_path, SUM_15S, [reading(-LIMIT), reading(LIMIT)])
     assert done.returncode == 0, done.stderr
-    assert [w["window_start"] for w in written] == [t - t % 15000 for t in (-LIMIT, LIMIT)]
+    assert [w["value"]["window_start_ms"] for w in written] == [
+        t - t % 15000 for t in (-LIMIT, LIMIT)
+    ]
 
 
 @pytest.mark.parametrize("kind", ["watermark", "processing_time"])
@@ -189,7 +191,7 @@ def test_a_process_function_output_that_is_not_finite_is_an_error(tmp_path: Path
     done = replay("--spec", str(tmp_path / "spec.json"), "--input", str(tmp_path / "in.jsonl"),
                   cwd=tmp_path)  # fmt: skip
     assert [json.loads(line) for line in done.stdout.splitlines()] == [
-        {"output": "main", "key": "a", "value": 10.0}  # stdout streams what came before
+        {"topic": "main", "key": "a", "value": 10.0, "timestamp_ms": 1}  # stdout streams it
     ]
 
 

@@ -63,7 +63,9 @@ def test_a_replay_that_succeeds_writes_the_whole_output(tmp_path: Path, spec: Pa
     out = tmp_path / "out.jsonl"
     done = replay(tmp_path, "--spec", str(spec), "--input", str(source), "--output", str(out))
     assert done.returncode == 0, done.stderr
-    assert [json.loads(line)["window_start"] for line in out.read_text().splitlines()] == [
+    assert [
+        json.loads(line)["value"]["window_start_ms"] for line in out.read_text().splitlines()
+    ] == [
         0,
         5000,
         10000,
@@ -122,7 +124,7 @@ def test_replacing_an_output_keeps_its_permissions_and_its_link(tmp_path: Path, 
     done = replay(tmp_path, "--spec", str(spec), "--input", str(source), "--output", str(link))
     assert done.returncode == 0, done.stderr
     assert link.is_symlink()
-    assert json.loads(real.read_text())["value"] == 1
+    assert json.loads(real.read_text())["value"]["value"] == 1
     assert stat.S_IMODE(real.stat().st_mode) == 0o640
     assert leftovers(real.parent) == []
 
@@ -138,7 +140,7 @@ def test_an_output_that_is_not_a_file_is_written_in_place(tmp_path: Path, spec: 
     done = replay(tmp_path, "--spec", str(spec), "--input", str(source), "--output", str(fifo))
     reader.join(timeout=10)
     assert done.returncode == 0, done.stderr
-    assert json.loads(received[0])["value"] == 1
+    assert json.loads(received[0])["value"]["value"] == 1
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert leftovers(tmp_path) == []
 

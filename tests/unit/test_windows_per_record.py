@@ -113,7 +113,7 @@ def test_a_replay_spec_at_the_bound_runs_each_record_in_its_1000_windows(
     assert done.returncode == 0, done.stderr
     windows = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(windows) == 1000
-    assert {(w["window_start"], w["value"]) for w in windows} == {
+    assert {(w["value"]["window_start_ms"], w["value"]["value"]) for w in windows} == {
         (start, 1) for start in range(4001, 5001)
     }
 

@@ -75,7 +75,11 @@ def run_home() -> Iterator[RunHome]:
     run_kafka = kafka_layout(home=home.path / "kafka")
     run_kafka.version_dir.mkdir(parents=True)
     run_kafka.lib.symlink_to(localkafka.fetch())
-    (home.path / "postgres").symlink_to(eddy_home() / "postgres")
+    # The suite's PostgreSQL folder, made if no test has started PostgreSQL yet (a
+    # fresh clone): its first start, through the link, creates its data there.
+    suite_postgres = eddy_home() / "postgres"
+    suite_postgres.mkdir(parents=True, exist_ok=True)
+    (home.path / "postgres").symlink_to(suite_postgres)
     broker_was = localkafka.is_running()
     postgres_was = postgres.status().running
     localkafka.stop()

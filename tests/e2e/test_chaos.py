@@ -76,7 +76,7 @@ async def test_at_least_once_shows_duplicates_so_the_checker_can_see_them() -> N
         # always leaves sent-but-uncommitted records, so the control cannot pass
         # (or fail) by the luck of where a kill lands.
         commit_interval_ms=2_000,
-        duration_s=24.0,
+        duration_s=16.0,
     )
     result, table = await _run(config, expect_duplicates=True)
     assert result.duplicates > 0, table

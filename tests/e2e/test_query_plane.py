@@ -417,7 +417,7 @@ class Prober:
 async def test_scans_answer_within_their_budget_and_never_hold_a_probe_back(
     tmp_path: Path,
 ) -> None:
-    """300k keys: four scans at a time for 10 s each stop at their budget (200 ms)
+    """300k keys: four scans at a time for 6 s each stop at their budget (200 ms)
     with a continuation, every one answered within 1 s, while /healthz and /readyz,
     every 100 ms, answer 200 within 1 s; a prefix that matches nothing is answered at
     once, complete; following the continuations pages through the whole window."""
@@ -446,7 +446,7 @@ async def test_scans_answer_within_their_budget_and_never_hold_a_probe_back(
         worst: list[tuple[float, float, str]] = []  # (seconds, at, path): for the report
 
         async def scan(client: httpx.AsyncClient, path: str, params: dict[str, Any]) -> None:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 6
             while time.monotonic() < deadline:
                 started = time.perf_counter()
                 answer = await client.get(path, params=params)
@@ -500,7 +500,7 @@ async def test_scans_answer_within_their_budget_and_never_hold_a_probe_back(
     # timeout (1 s; the StatefulSet sets none), where it waited 12.4 s for the scans.
     for probe in probes:
         latencies_ms = sorted(s * 1_000 for s, _ in probe.answers)
-        assert len(latencies_ms) >= 150, len(latencies_ms)  # 20 s of probes
+        assert len(latencies_ms) >= 90, len(latencies_ms)  # 12 s of probes, every 100 ms
         assert {status for _, status in probe.answers} == {200}
         assert latencies_ms[-1] < 1_000, (probe.path, latencies_ms[-5:])
     # Following the continuations to the end: the window's best five, found in pages.

@@ -160,7 +160,9 @@ def replay(
     )
     done = subprocess.run(
         [sys.executable, "-m", "eddy", "replay", "--app", "clickstream.app:app",
-         "--agent", "clicks_per_minute", "--input", str(source)],
+         "--agent", "clicks_per_minute", "--input", str(source),
+         # as the worker, still running, holds them: its last minutes are still open
+         "--keep-open"],
         cwd=root, env={**env, "EDDY_TOPIC_PREFIX": ""}, capture_output=True, check=True,
     )  # fmt: skip
     return [orjson.loads(line) for line in done.stdout.splitlines()]

@@ -33,7 +33,10 @@ _WHY = {
     409: "The key is known but has no result yet",
     422: "A parameter is malformed",
     500: "A bug in Eddy or in an agent's route; the worker's log has the details",
-    503: "The key's partition is restoring or moving; retry after Retry-After seconds",
+    503: (
+        "The key's partition is restoring or moving, or its owner cannot be reached;"
+        " retry after Retry-After seconds"
+    ),
 }
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem, "description": why} for status, why in _WHY.items()

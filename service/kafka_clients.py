@@ -16,6 +16,11 @@ from aiokafka.helpers import create_ssl_context
 from eddy.errors import ConfigError
 from eddy.settings import SecurityProtocol, Settings
 
+# A broker that stops answering without closing its connections (hung, or behind a
+# cut link) is noticed by nothing in aiokafka: its requests time out and are sent to
+# it again. Its partitions get new leaders after the broker's session timeout, and a
+# client learns of them only at its next metadata refresh: 5 minutes by default.
+METADATA_MAX_AGE_MS = 5_000
 _TLS = {SecurityProtocol.SSL, SecurityProtocol.SASL_SSL}
 _SASL = {SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL}
 
@@ -30,6 +35,7 @@ def connection_kwargs(settings: Settings) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "bootstrap_servers": settings.bootstrap_servers,
         "security_protocol": protocol.value,
+        "metadata_max_age_ms": METADATA_MAX_AGE_MS,
     }
     if protocol in _TLS:
         kwargs["ssl_context"] = tls_context(settings)

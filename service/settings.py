@@ -131,6 +131,15 @@ class Settings(RedactedSettings):
         description="Broker aborts a worker's open transaction after this long.",
     )
     session_timeout_ms: int = Field(10_000, ge=1_000, description="Consumer group session timeout.")
+    stop_timeout_ms: int = Field(
+        20_000,
+        ge=1_000,
+        le=600_000,
+        description="A stop (SIGTERM, Ctrl-C) commits what was processed and leaves the "
+        "group; past this it exits anyway, and Kafka aborts what it did not commit (a "
+        "broker or the network lost). Keep it below the pod's "
+        "terminationGracePeriodSeconds (30 s unless set).",
+    )
     home: Path = Field(
         Path(paths.DEFAULT_HOME),
         description="Eddy's folder: a relative EDDY_STATE_DIR, EDDY_SNAPSHOT_ROOT or "

@@ -524,8 +524,26 @@ async def run_worker(worker: Worker) -> int:
         exit_code = 1
     finally:
         log.info("worker %s stopping: committing and leaving the group", worker.worker_id)
-        await worker.stop()
+        await stop_within(worker, worker.settings.stop_timeout_ms / 1000)
     return exit_code
+
+
+async def stop_within(worker: Worker, timeout_s: float) -> None:
+    """Stop ``worker``, or give up after ``timeout_s``: a pod is killed at the end of
+    its grace period anyway, and what was not committed is aborted by Kafka (the
+    next owner starts from the last commit), so exiting loses nothing."""
+    try:
+        await asyncio.wait_for(worker.stop(), timeout_s)
+    except TimeoutError:
+        log.warning(
+            "worker %s: stopping took more than EDDY_STOP_TIMEOUT_MS (%.0f s; a broker "
+            "unreachable?): exiting without a last commit",
+            worker.worker_id,
+            timeout_s,
+        )
+        # The clients still waiting on that broker are abandoned on purpose: asyncio's
+        # "unclosed client" and "task destroyed" reports about them would only alarm.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 
 def quiet_logs(settings: Settings) -> None:

@@ -33,6 +33,12 @@ class Problem(BaseModel):
     detail: str = Field(description="What went wrong, for a person.")
     instance: str = Field(description="The request path.")
     partition: int | None = Field(None, description="503: the partition that is unavailable.")
+    owner: str | None = Field(
+        None, description="503: the worker owning the partition, that could not be asked."
+    )
+    reason: str | None = Field(
+        None, description="503: why the owner could not be asked (e.g. 'connect timed out')."
+    )
 
 
 # A route reading state with Queries answers these errors (the API turns a
@@ -41,7 +47,10 @@ class Problem(BaseModel):
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "No such agent, view or key"},
     409: {"model": Problem, "description": "The key is known but has no result yet"},
-    503: {"model": Problem, "description": "The key's partition is restoring or moving"},
+    503: {
+        "model": Problem,
+        "description": "The key's partition is restoring or moving, or its owner cannot be reached",
+    },
 }
 
 

@@ -47,7 +47,9 @@ MAX_DELAY_S = 300.0
 RESTART_AFTER_SESSIONS = 1.5
 # The first restart of a process that was the only one running here.
 ALONE_FIRST_S = 1.0
-STOP_TIMEOUT_S = 60.0  # SIGTERM commits and leaves the groups; the pod allows 60 s
+# A process gives up stopping after EDDY_STOP_TIMEOUT_MS by itself; this margin lets
+# it exit before it is killed.
+STOP_MARGIN_S = 3.0
 
 
 def state_dir_of(settings: Settings, index: int) -> Path:
@@ -119,7 +121,7 @@ class Supervisor:
         for child in self.running():
             with contextlib.suppress(ProcessLookupError):
                 child.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        deadline = time.monotonic() + self.settings.stop_timeout_ms / 1000 + STOP_MARGIN_S
         for child in self.children:
             if child.process is None:
                 continue

@@ -94,10 +94,22 @@ class Checkpointer:
             owned = {p: s for p in self.partitions.tasks if (s := stores.get(p)) is not None}
             self._gauges.refresh(self.clients.consumer, self.partitions.tasks, owned)
 
+    @property
+    def transaction_deadline_s(self) -> float:
+        """How long one task's checkpoint may take under exactly-once.
+
+        A producer whose transaction coordinator or a partition leader is lost (a
+        dead broker, a cut link) retries for ever. Past a third of the transaction
+        timeout the checkpoint is given up and the task reopened with a new
+        producer, which looks its coordinator up anew and fences the old one: the
+        rest is left for it to commit before the broker would abort anyway. A
+        healthy checkpoint takes a few round trips, well under a second.
+        """
+        return self.settings.transaction_timeout_ms / 3 / 1000
+
     async def _commit_one(self, task: Task, reopen_failed: bool) -> None:
         try:
-            await task.prepare_commit()
-            await task.commit_transaction(self.clients.group_id)
+            await asyncio.wait_for(self._checkpoint(task), self.transaction_deadline_s)
         except ProducerFenced:
             self.metrics.commit_failures.labels(self.name).inc()
             await self.partitions.fenced(task, reopen=reopen_failed)
@@ -107,10 +119,12 @@ class Checkpointer:
             return
         except (TimeoutError, KafkaError, OSError) as exc:
             log.warning(
-                "%s[%d]: checkpoint failed (%r); reopening from Kafka",
+                "%s[%d]: checkpoint failed (%s); reopening from Kafka",
                 self.name,
                 task.partition,
-                exc,
+                f"not done within {self.transaction_deadline_s:.1f} s: a broker is unreachable"
+                if isinstance(exc, TimeoutError)
+                else repr(exc),
             )
             self.metrics.commit_failures.labels(self.name).inc()
             task.discard()
@@ -119,6 +133,10 @@ class Checkpointer:
             return
         self._finish(task)
         self.metrics.commits.labels(self.name).inc()
+
+    async def _checkpoint(self, task: Task) -> None:
+        await task.prepare_commit()
+        await task.commit_transaction(self.clients.group_id)
 
     async def _commit_at_least_once(self, tasks: list[Task], reopen_failed: bool) -> None:
         unwritable: dict[Task, ReplayCarefully] = {}

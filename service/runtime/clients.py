@@ -4,6 +4,9 @@ one shared producer otherwise) and its broadcast reader."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from eddy.errors import TopicMismatchError
@@ -12,8 +15,16 @@ from eddy.pipeline.base import Pipeline
 from eddy.runtime.assignor import EddyAssignor
 from eddy.runtime.broadcast import BroadcastInput
 from eddy.runtime.offsets import committed_offsets
+from eddy.runtime.producers import stop_within
 from eddy.settings import Settings
 from eddy.topics import COMPACTED, TopicSpec, changelog_topic, ensure_topics
+
+log = logging.getLogger(__name__)
+# aiokafka's 40 s keeps a worker waiting that long on a broker that stopped
+# answering (hung, or behind a cut link) before it looks for another. Not lower:
+# a JoinGroup is held by the coordinator until the others rejoin, and they may
+# first finish a checkpoint (a third of the transaction timeout at most).
+CONSUMER_REQUEST_TIMEOUT_MS = 20_000
 
 # How long opening a partition waits for the group's committed offsets before it
 # pauses the partition and retries later (service/runtime/partitions.py).
@@ -103,16 +114,27 @@ class StageClients:
             max_poll_interval_ms=300_000,
             rebalance_timeout_ms=60_000,
             fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            request_timeout_ms=CONSUMER_REQUEST_TIMEOUT_MS,
         )
 
-    async def stop_consumer(self) -> None:
-        """Leave the group (it may wait for a rebalance in progress to finish)."""
-        if self._consumer is not None:
-            await self._consumer.stop()
+    async def stop_consumer(self, timeout_s: float) -> None:
+        """Leave the group (it may wait for a rebalance in progress to finish).
 
-    async def stop_producers(self) -> None:
+        Past ``timeout_s`` (its coordinator unreachable) the worker goes without
+        saying so: the group notices after a session timeout, as after a crash.
+        """
+        if self._consumer is not None:
+            try:
+                await asyncio.wait_for(self._consumer.stop(), timeout_s)
+            except TimeoutError:
+                log.warning(
+                    "%s: could not leave the group within %.0f s", self.pipeline.name, timeout_s
+                )
+
+    async def stop_producers(self, timeout_s: float) -> None:
+        name = self.pipeline.name
         if self.shared_producer is not None:
-            await self.shared_producer.stop()
+            await stop_within(self.shared_producer, timeout_s, name)
         if self.broadcast is not None:
             await self.broadcast.stop()
 
@@ -125,6 +147,10 @@ class StageClients:
             linger_ms=5,
             transactional_id=transactional_id,
             transaction_timeout_ms=self.settings.transaction_timeout_ms,
+            # A broker that stops answering (hung, or behind a cut link) holds a
+            # request until this passes: aiokafka's 40 s would outlast the
+            # transaction, and with it the time to find a new coordinator.
+            request_timeout_ms=max(2_000, self.settings.transaction_timeout_ms // 4),
         )
 
     async def task_producer(self, partition: int) -> AIOKafkaProducer:
@@ -143,11 +169,14 @@ class StageClients:
         """The group's committed offsets of ``partition`` (the beginning if none)."""
         consumer = self.consumer
         tps = [TopicPartition(topic, partition) for topic in self.pipeline.sources]
-        beginnings = await consumer.beginning_offsets(tps)
         # Not consumer.committed(): it takes a coordinator that is still loading
         # the group's offsets for "nothing committed" (service/runtime/offsets.py).
         committed = await committed_offsets(consumer, tps, COMMITTED_TIMEOUT_S)
-        return {tp: committed.get(tp, beginnings[tp]) for tp in tps}
+        # The beginnings only when needed: asking a partition leader that stopped
+        # answering waits out the whole request timeout, however often it is retried.
+        missing = [tp for tp in tps if tp not in committed]
+        beginnings = await consumer.beginning_offsets(missing) if missing else {}
+        return {tp: committed.get(tp, beginnings.get(tp, 0)) for tp in tps}
 
     def pause(self, partition: int, paused: bool) -> None:
         tps = [TopicPartition(topic, partition) for topic in self.pipeline.sources]

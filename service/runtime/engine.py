@@ -46,6 +46,9 @@ from eddy.runtime.task import Task
 from eddy.settings import Settings
 
 log = logging.getLogger(__name__)
+# Closing clients at stop: a lost broker would make each wait for ever, and the
+# whole stop must fit in EDDY_STOP_TIMEOUT_MS.
+CLIENT_STOP_S = 5.0
 T = TypeVar("T")
 # The longest a fetch waits for records before the loop looks at checkpoints,
 # processing time and stopping again.
@@ -218,9 +221,9 @@ class PipelineRuntime:
         async with self._lock:
             await self.checkpoints.commit_all(reopen_failed=False)
             await self.partitions.close(list(self.tasks))
-        await self.clients.stop_consumer()
+        await self.clients.stop_consumer(CLIENT_STOP_S)
         async with self._lock:
-            await self.clients.stop_producers()
+            await self.clients.stop_producers(CLIENT_STOP_S)
             await self.standby.stop()
             self.stores.close_all()
             await self._close_pipeline()

@@ -27,6 +27,8 @@ from aiokafka import errors as kafka_errors
 from aiokafka.protocol.commit import OffsetFetchRequest
 
 RETRY_S = 0.1
+# An OffsetFetch takes milliseconds; one unanswered this long asks the coordinator anew.
+ATTEMPT_S = 5.0
 # These errors name a coordinator that is not (or no longer) the group's: find it again.
 _MOVED = (kafka_errors.NotCoordinatorForGroupError, kafka_errors.GroupCoordinatorNotAvailableError)
 
@@ -50,7 +52,11 @@ async def _until_answered(
     while True:
         await coordinator.ensure_coordinator_known()
         try:
-            return await _fetch_once(coordinator, tps)
+            return await asyncio.wait_for(_fetch_once(coordinator, tps), ATTEMPT_S)
+        except TimeoutError:
+            # A coordinator that stopped answering (hung, or behind a cut link)
+            # would hold the request for the consumer's whole request timeout.
+            coordinator.coordinator_dead()
         except kafka_errors.KafkaError as exc:
             if not exc.retriable:
                 raise

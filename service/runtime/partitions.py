@@ -25,6 +25,7 @@ from eddy.runtime.clients import StageClients
 from eddy.runtime.inflight import InFlight, Suspect
 from eddy.runtime.latency import LatencyMarkers
 from eddy.runtime.output import TaskOutput
+from eddy.runtime.producers import stop_within
 from eddy.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
 from eddy.runtime.restore import restore_partition
 from eddy.runtime.stores import LocalStores
@@ -33,6 +34,10 @@ from eddy.settings import Settings
 from eddy.tables.store import PartitionStore
 
 log = logging.getLogger(__name__)
+# A task's producer is closed after its checkpoint (nothing in flight: it stops at
+# once) or when the task is reopened or given up (what it still holds is not needed,
+# and a lost broker would make stop() wait for ever).
+PRODUCER_STOP_S = 2.0
 
 
 def _unobserved() -> None:
@@ -96,7 +101,7 @@ class Partitions:
             offsets = await self.clients.committed(partition)
         except BaseException:
             if producer is not self.clients.shared_producer:
-                await producer.stop()
+                await stop_within(producer, PRODUCER_STOP_S, f"{self.name}[{partition}]")
             raise
         await self._start(partition, store, producer, offsets)
         self.restoring.discard(partition)
@@ -371,10 +376,7 @@ class Partitions:
         for partition, task in closed.items():
             task.discard()
             if task.producer is not self.clients.shared_producer:
-                try:
-                    await task.producer.stop()
-                except KafkaError:
-                    log.debug("producer of %s[%d] did not stop cleanly", self.name, partition)
+                await stop_within(task.producer, PRODUCER_STOP_S, f"{self.name}[{partition}]")
             for gauge in (self.metrics.watermark_ms, self.metrics.watermark_lag_ms):
                 with contextlib.suppress(KeyError):
                     gauge.remove(self.name, str(partition))

@@ -33,6 +33,9 @@ def changelog_reader(settings: Settings, purpose: str) -> AIOKafkaConsumer:
         isolation_level="read_committed" if settings.exactly_once else "read_uncommitted",
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=4 * 1024 * 1024,
+        # A changelog leader that stopped answering is replaced after the broker's
+        # session timeout; waiting aiokafka's 40 s for it would hold the partition.
+        request_timeout_ms=10_000,
     )
 
 

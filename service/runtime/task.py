@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
+from aiokafka.errors import IllegalOperation, KafkaError
 from aiokafka.structs import RecordMetadata
 
 from eddy.pipeline.base import (
@@ -36,6 +36,7 @@ from eddy.pipeline.base import (
 from eddy.pipeline.source import prefetch_schemas
 from eddy.runtime.inflight import IN_FLIGHT, NONE, SOURCE, InFlight, WhileRunning
 from eddy.runtime.output import Pending, TaskOutput
+from eddy.runtime.producers import raise_if_failed
 from eddy.runtime.restarts import RecordFailedError, ReplayCarefully, RestartPolicy
 from eddy.tables.store import ENCODE_ERRORS, PartitionStore, WatchedTransaction, shortened
 
@@ -350,20 +351,7 @@ class Task:
             self._in_transaction = True
 
     def _raise_if_failed(self) -> None:
-        """aiokafka's background sender learns of a fence (or an abortable error)
-        first; afterwards ``send`` only says "not in transaction" (IllegalOperation,
-        not a KafkaError) and ``begin_transaction`` fails an assertion. Name the real
-        problem so the runtime drops (fenced) or reopens (abortable) the task.
-
-        This reads aiokafka's transaction manager state, which is not public API:
-        tests/e2e/test_chaos.py's zombie faults exercise it on every run.
-        """
-        manager = getattr(self.producer, "_txn_manager", None)
-        state = getattr(getattr(manager, "state", None), "name", "")
-        if state == "FATAL_ERROR":
-            raise ProducerFenced()
-        if state == "ABORTABLE_ERROR":
-            raise KafkaError("the transaction failed in the background; reopening")
+        raise_if_failed(self.producer)
 
     async def _checked_send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
         try:

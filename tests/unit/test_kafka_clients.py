@@ -14,7 +14,12 @@ from eddy.settings import load_settings
 
 def test_plaintext_is_the_default_and_adds_nothing() -> None:
     kwargs = connection_kwargs(load_settings(bootstrap_servers="k:9092"))
-    assert kwargs == {"bootstrap_servers": "k:9092", "security_protocol": "PLAINTEXT"}
+    assert kwargs == {
+        "bootstrap_servers": "k:9092",
+        "security_protocol": "PLAINTEXT",
+        # A hung broker's leaderships move; clients must learn of it in seconds.
+        "metadata_max_age_ms": 5_000,
+    }
 
 
 def test_sasl_ssl_builds_a_verifying_context_and_scram_credentials() -> None:

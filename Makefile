@@ -15,7 +15,7 @@ export EDDY_HOME := $(or $(EDDY_HOME),$(CURDIR)/.eddy)
 .PHONY: help venv lock kafka-jars kafka-start kafka-stop kafka-reset kafka-status topics run worker simulate \
         registry-jar registry-start registry-stop registry-status \
         test test-unit test-integration lint format clean chaos eos-kafka bench bench-quick browser \
-        postgres postgres-start postgres-stop kubectl
+        postgres postgres-start postgres-stop kubectl netns
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -91,6 +91,12 @@ browser: ## install Debian's chromium if missing (for the dashboard test)
 	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
+# Network namespaces, veth pairs, bridges and firewall rules for the fleet's hosts
+# (tools/fleet): Debian's iproute2 and iptables. Creating namespaces needs root.
+netns: ## install Debian's iproute2 and iptables if missing (the fleet tests, make fleet)
+	@command -v ip >/dev/null && command -v iptables >/dev/null || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 iptables; }
+
 # Debian's PostgreSQL server programs, for the postgres_sink pipeline and its tests.
 postgres: ## install Debian's postgresql if missing (initdb, pg_ctl)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
@@ -111,14 +117,16 @@ kubectl: ## check for kubectl, install it with apt-get if a source has it
 
 # Two lanes. The tests that need the broker, the registry or PostgreSQL (fixed ports:
 # one at a time) run in one pytest; beside it, in another, those that need none of
-# them: the unit tests and Spark's (local mode, and a standalone cluster on free ports
-# reading a moto S3 server on a free port). Its report follows; both must pass.
+# them: the unit tests, Spark's (local mode, and a standalone cluster on free ports
+# reading a moto S3 server on a free port), the fleet's (brokers and workers in network
+# namespaces of their own) and the three-broker cluster's (ports 29092-29094). Its
+# report follows; both must pass.
 # A shell starts a background job with Ctrl-C ignored, and children inherit that: the
 # lane's pytest gets it back first (tests send SIGINT to the commands they run).
-SERVERLESS := tests/unit tests/spark
+SERVERLESS := tests/unit tests/spark tests/fleet tests/cluster
 WITH_CTRL_C := $(BIN)/python -c 'import os, signal, sys; \
 	signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
-test: lint kafka-jars registry-jar browser postgres kubectl ## the whole suite: lint, unit, integration and e2e against a real broker
+test: lint kafka-jars registry-jar browser postgres kubectl netns ## the whole suite: lint, unit, integration and e2e against a real broker
 	@mkdir -p $(EDDY_HOME)
 	$(WITH_CTRL_C) $(BIN)/pytest $(SERVERLESS) -m "not slow" -q -p no:cacheprovider --durations=10 \
 		>$(EDDY_HOME)/serverless-tests.log 2>&1 & \
@@ -158,18 +166,33 @@ chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, t
 	$(BIN)/python -m tools chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
 		--commit-interval-ms 2000 --expect-duplicates --brokers $(CHAOS_BROKERS)
 
+# Three brokers and three workers, each in a network namespace of its own (root: ip,
+# iptables, tc), and the network faults: links cut, a leader isolated, a slow link, a
+# worker moved to a new address (docs/chaos.md). Its brokers need no port of this host.
+.PHONY: fleet
+fleet: kafka-jars netns ## exactly-once on a fleet of hosts: 5 seeds x every network fault, then the negative control
+	$(BIN)/python -m tools fleet clean
+	$(BIN)/python -m tools fleet --seeds 5 --faults all
+	$(BIN)/python -m tools fleet --seed 1 --guarantee at_least_once --faults all \
+		--commit-interval-ms 2000 --expect-duplicates
+	@# The long fleet and cluster tests: a short run with every network fault, Kafka's
+	@# verifier on the fleet, a transaction coordinator killed and one hung (it answers nothing).
+	$(BIN)/pytest tests/fleet tests/cluster -q -p no:cacheprovider -m slow
+
 # Kafka's own exactly-once system test (Kafka Streams' StreamsEosTest, from its test jar)
 # with Eddy as the application: docs/chaos.md. Newest 4.x: the newest whose published
 # kafka-streams test jar still holds the test (4.3 dropped it from the jar).
 EOS_KAFKA_4 ?= 4.2.1
-eos-kafka: kafka-jars ## Kafka's EOS system test on Eddy: 3.9.2, $(EOS_KAFKA_4), 3 brokers; both controls
+eos-kafka: kafka-jars netns ## Kafka's EOS system test on Eddy: 3.9.2, $(EOS_KAFKA_4), 3 brokers, a fleet; both controls
 	$(BIN)/python -m tools kafka start
 	@# Every run, even after one failed: each prints its own verdict; the exit code says if any failed.
 	@failed=0; for run in "--kafka 3.9.2" \
 		"--kafka 3.9.2 --guarantee at_least_once --bounces 1 --duration 30 --commit-interval-ms 2000 --expect-failure" \
 		"--kafka $(EOS_KAFKA_4) --brokers 1" \
 		"--kafka 3.9.2 --brokers 3 --leader-kills 2" \
-		"--kafka 3.9.2 --brokers 3 --leader-kills 2 --client streams"; do \
+		"--kafka 3.9.2 --brokers 3 --leader-kills 2 --client streams" \
+		"--kafka 3.9.2 --fleet --worker-cuts 1 --leader-isolations 1" \
+		"--kafka 3.9.2 --fleet --worker-cuts 1 --leader-isolations 1 --client streams"; do \
 		echo "== python -m tools eos-kafka $$run"; \
 		$(BIN)/python -m tools eos-kafka $$run || failed=1; \
 	done; exit $$failed

@@ -132,7 +132,7 @@ class Settings(RedactedSettings):
     )
     session_timeout_ms: int = Field(10_000, ge=1_000, description="Consumer group session timeout.")
     stop_timeout_ms: int = Field(
-        20_000,
+        25_000,
         ge=1_000,
         le=600_000,
         description="A stop (SIGTERM, Ctrl-C) commits what was processed and leaves the "

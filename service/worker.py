@@ -14,6 +14,7 @@ import contextlib
 import errno
 import functools
 import logging
+import os
 import signal
 import socket
 from collections.abc import Callable, Generator, Sequence
@@ -130,6 +131,11 @@ class AgentReads:
         settings = self.settings
         reserve_ms = self.running_scans.reserve_ms
         return Budget(settings.api_scan_max_keys, settings.api_scan_max_ms, reserve_ms)
+
+
+class ComponentEndedError(RuntimeError):
+    """A part of the worker (a stage's loop, its API) returned while nobody asked
+    it to stop."""
 
 
 class Worker(AgentReads):
@@ -249,8 +255,13 @@ class Worker(AgentReads):
         done, _ = await asyncio.wait([stop, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
         for task in done:
-            if task is not stop and not task.cancelled() and task.exception() is not None:
+            if task is stop or task.cancelled():
+                continue
+            if task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
+            # A part that returns by itself, unasked, is as dead as one that raised:
+            # stopping quietly with exit code 0 would hide it.
+            raise ComponentEndedError(f"{task.get_name()} ended without being asked to stop")
 
     def request_stop(self) -> None:
         self._stopped.set()
@@ -524,14 +535,14 @@ async def run_worker(worker: Worker) -> int:
         exit_code = 1
     finally:
         log.info("worker %s stopping: committing and leaving the group", worker.worker_id)
-        await stop_within(worker, worker.settings.stop_timeout_ms / 1000)
+        await stop_within(worker, worker.settings.stop_timeout_ms / 1000, exit_code)
     return exit_code
 
 
-async def stop_within(worker: Worker, timeout_s: float) -> None:
-    """Stop ``worker``, or give up after ``timeout_s``: a pod is killed at the end of
-    its grace period anyway, and what was not committed is aborted by Kafka (the
-    next owner starts from the last commit), so exiting loses nothing."""
+async def stop_within(worker: Worker, timeout_s: float, exit_code: int) -> None:
+    """Stop ``worker``, or exit the process after ``timeout_s``: a pod is killed at
+    the end of its grace period anyway, and what was not committed is aborted by
+    Kafka (the next owner starts from the last commit), so exiting loses nothing."""
     try:
         await asyncio.wait_for(worker.stop(), timeout_s)
     except TimeoutError:
@@ -541,9 +552,10 @@ async def stop_within(worker: Worker, timeout_s: float) -> None:
             worker.worker_id,
             timeout_s,
         )
-        # The clients still waiting on that broker are abandoned on purpose: asyncio's
-        # "unclosed client" and "task destroyed" reports about them would only alarm.
-        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        # Now, not by returning: asyncio.run would wait for the clients still stuck
+        # on that broker (aiokafka's sender awaits its requests when cancelled).
+        logging.shutdown()
+        os._exit(exit_code)
 
 
 def quiet_logs(settings: Settings) -> None:

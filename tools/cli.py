@@ -80,6 +80,12 @@ def _chaos(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    from tools.fleet.cli import run_cli
+
+    return run_cli(args)
+
+
 def _eos_kafka(args: argparse.Namespace) -> int:
     from tools.kafkaeos.cli import run_cli
 
@@ -274,6 +280,15 @@ def build_parser() -> argparse.ArgumentParser:
     chaos = commands.add_parser("chaos", help="exactly-once chaos runs: faults + verification")
     add_arguments(chaos)
     chaos.set_defaults(handler=_chaos)
+
+    from tools.fleet.cli import add_arguments as fleet_arguments
+
+    fleet = commands.add_parser(
+        "fleet",
+        help="chaos runs on 3 brokers and 3 workers with hosts of their own: network faults",
+    )
+    fleet_arguments(fleet)
+    fleet.set_defaults(handler=_fleet)
 
     from tools.kafkaeos.cli import add_arguments as eos_arguments
 

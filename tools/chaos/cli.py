@@ -110,6 +110,10 @@ def run_cli(args: argparse.Namespace) -> int:
         raise ChaosError("a chaos run takes one --commit-interval-ms")
     if args.replay:
         schedules = [load(Path(args.replay))]
+        if schedules[0].config.fleet:
+            raise ChaosError(
+                f"{args.replay} is a fleet run's: replay it with python -m tools fleet --replay"
+            )
         console.print(f"replaying {args.replay}", markup=False)
     else:
         seeds = (

@@ -6,6 +6,11 @@ settings, and its own ``EDDY_WORKER_ID``, ``EDDY_STATE_DIR`` and
 ``EDDY_API_PORT``: separate machines sharing one application id and its topics.
 A slot (``w0``, ``x1``...) is a machine: restarting it keeps its state directory
 (unless a fault wipes it) and starts a new incarnation with a log file of its own.
+
+Given a :class:`Placement` (the fleet harness), each slot is a host of its own: the
+worker runs inside that host's network namespace, binds its API to the host's
+address on port 8000 and advertises ``http://<address>:8000``, as a StatefulSet
+pod does; a slot restarted after a readdress comes back under its new address.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -29,6 +34,13 @@ from eddy.settings import ENV_PREFIX, OTHER_VARIABLES, Settings
 
 # A broker restart recovers every partition first: minutes on a loaded machine.
 READY_TIMEOUT_S = 300.0
+FLEET_API_PORT = 8000
+
+
+class Placement(Protocol):
+    """Where a slot's worker runs: its network namespace and its API's address."""
+
+    def place(self, slot: str) -> tuple[str, str]: ...
 
 
 def free_port() -> int:
@@ -49,6 +61,7 @@ class WorkerProc:
     spawned_at: float
     expected_exit: bool = False  # the harness signalled it; an exit is not a crash
     stopped: bool = False  # SIGSTOPped right now
+    host: str = "127.0.0.1"  # its API's address (a fleet: its own)
 
     @property
     def name(self) -> str:
@@ -56,7 +69,7 @@ class WorkerProc:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -86,8 +99,10 @@ class Cluster:
         run_dir: Path,
         stages: Sequence[str],
         agent_env: Mapping[str, str] | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self.settings = settings
+        self.placement = placement
         self.stages = tuple(stages)
         self.agent_env = dict(agent_env or {})
         self.run_dir = run_dir
@@ -114,7 +129,13 @@ class Cluster:
             extra = True
         incarnation = self._incarnations.get(slot, 0) + 1
         self._incarnations[slot] = incarnation
-        port = free_port()
+        argv = [sys.executable, "-m", "eddy", "worker"]
+        host, port = "127.0.0.1", 0
+        if self.placement is not None:
+            netns, host = self.placement.place(slot)
+            argv, port = ["ip", "netns", "exec", netns, *argv], FLEET_API_PORT
+        else:
+            port = free_port()
         log_path = self.run_dir / "logs" / f"{slot}-{incarnation}.log"
         env = {
             k: v
@@ -130,9 +151,11 @@ class Cluster:
             # One ingest process per worker: a fault hits one group member.
             EDDY_WORKER_PROCESSES="1",
         )
+        if self.placement is not None:
+            env.update(EDDY_API_HOST=host, EDDY_API_ADVERTISED_URL=f"http://{host}:{port}")
         with log_path.open("ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "eddy", "worker"],
+                argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -141,7 +164,9 @@ class Cluster:
                 # ingest process together (SIGSTOP must freeze the ingest).
                 start_new_session=True,
             )
-        worker = WorkerProc(slot, incarnation, extra, process, port, log_path, time.monotonic())
+        worker = WorkerProc(
+            slot, incarnation, extra, process, port, log_path, time.monotonic(), host=host
+        )
         self.workers[slot] = worker
         return worker
 

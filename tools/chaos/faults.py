@@ -6,7 +6,8 @@ fault lands mid-stream. Each returns a :class:`FaultRecord` with what happened
 and how long recovery took (spawn -> ``/readyz`` 200 for a restarted worker).
 Anything the runtime did that it should not (a worker ignoring SIGTERM, a
 non-zero exit after SIGTERM, no progress after the broker came back) becomes a
-*finding*, which fails the run's verdict.
+*finding*, which fails the run's verdict. The network faults of a fleet run are
+``tools.fleet.faults``'s; they use the helpers here (``pick``, ``terminate``...).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
 
@@ -28,7 +30,7 @@ from tools import localkafka
 from tools.chaos.cluster import Cluster, WorkerDown, WorkerProc, excerpt
 from tools.chaos.errors import ChaosError
 from tools.chaos.kafkaio import Feeder, GroupLag
-from tools.chaos.schedule import Fault, FaultKind, RunConfig
+from tools.chaos.schedule import NETWORK_KINDS, Fault, FaultKind, RunConfig
 from tools.localkafka.cluster import Brokers
 from tools.localkafka.cluster import leaders as partition_leaders
 
@@ -68,6 +70,12 @@ class LeaderKills:
     topic: str
 
 
+class NetworkFaults(Protocol):
+    """A fleet's network faults (``tools.fleet.faults``): cut links, isolated brokers."""
+
+    def inject(self, injector: Injector, fault: Fault, record: FaultRecord) -> Awaitable[None]: ...
+
+
 class Injector:
     def __init__(
         self,
@@ -79,8 +87,10 @@ class Injector:
         run_dir: Path,
         on_change: Callable[[str], None] = lambda _: None,
         brokers: LeaderKills | None = None,
+        network: NetworkFaults | None = None,
     ) -> None:
         self.config = config
+        self.network = network
         self.brokers = brokers
         self.faults = faults
         self.cluster = cluster
@@ -121,6 +131,11 @@ class Injector:
 
     async def _inject(self, fault: Fault, record: FaultRecord) -> None:
         kind = fault.kind
+        if kind in NETWORK_KINDS:
+            if self.network is None:
+                raise ChaosError(f"{kind.value} is a network fault: run it on a fleet")
+            await self.network.inject(self, fault, record)
+            return
         if kind is FaultKind.BROKER:
             await self._broker(fault, record)
             return
@@ -133,10 +148,10 @@ class Injector:
         if kind is FaultKind.ZOMBIE:
             await self._zombie(fault, record)
             return
-        worker = self._pick(fault, self.cluster.alive())
+        worker = self.pick(fault, self.cluster.alive())
         record.worker = worker.name
         if kind is FaultKind.TERM:
-            await self._terminate(worker, record)
+            await self.terminate(worker, record)
         else:
             await self.cluster.kill(worker)
         if kind in (FaultKind.WIPE, FaultKind.RESTORE_KILL):
@@ -145,9 +160,9 @@ class Injector:
         if kind is FaultKind.RESTORE_KILL:
             await self._kill_while_restoring(worker, record)
         replacement = self.cluster.spawn(worker.slot, worker.extra)
-        await self._recovered(replacement, record)
+        await self.recovered(replacement, record)
 
-    async def _recovered(self, worker: WorkerProc, record: FaultRecord) -> None:
+    async def recovered(self, worker: WorkerProc, record: FaultRecord) -> None:
         """Recovery time of a (re)started worker: spawn until ready, then until the
         whole group settled (every partition owned once, every worker ready)."""
         ready_s = await self.cluster.wait_ready(worker)
@@ -155,15 +170,15 @@ class Injector:
         record.recovery_s = round(time.monotonic() - worker.spawned_at, 2)
         record.notes.append(f"{worker.name} ready {ready_s:.1f} s after spawn")
 
-    async def _terminate(self, worker: WorkerProc, record: FaultRecord) -> None:
+    async def terminate(self, worker: WorkerProc, record: FaultRecord) -> None:
         self.cluster.signal(worker, signal.SIGTERM)
         code = await self.cluster.wait_exit(worker, TERM_TIMEOUT_S)
         if code is None:
             what = f"{worker.name} ignored SIGTERM for {TERM_TIMEOUT_S:.0f} s"
-            self._finding(record, what, worker)
+            self.finding(record, what, worker)
             await self.cluster.kill(worker)
         elif code != 0:
-            self._finding(record, f"{worker.name} exited {code} after SIGTERM", worker)
+            self.finding(record, f"{worker.name} exited {code} after SIGTERM", worker)
         else:
             record.notes.append(f"{worker.name} exited 0 after SIGTERM")
 
@@ -195,19 +210,19 @@ class Injector:
         if len(self.cluster.alive()) >= self.config.max_workers:
             oldest = self.cluster.extras()[0]
             record.notes.append(f"at {self.config.max_workers} workers: {oldest.name} leaves first")
-            await self._terminate(oldest, record)
+            await self.terminate(oldest, record)
         worker = self.cluster.spawn()
         record.worker = worker.name
-        await self._recovered(worker, record)
+        await self.recovered(worker, record)
 
     async def _leave(self, fault: Fault, record: FaultRecord) -> None:
         if not self.cluster.extras():
             extra = self.cluster.spawn()
             record.notes.append(f"no extra worker: started {extra.name} to leave")
             await self.cluster.wait_ready(extra)
-        worker = self._pick(fault, self.cluster.extras())
+        worker = self.pick(fault, self.cluster.extras())
         record.worker = worker.name
-        await self._terminate(worker, record)
+        await self.terminate(worker, record)
         record.recovery_s = round(await self.cluster.wait_settled(), 2)
 
     async def _zombie(self, fault: Fault, record: FaultRecord) -> None:
@@ -220,23 +235,23 @@ class Injector:
             status = await self.cluster.status(worker)
             if status and any(s["partitions"] for s in status["stages"].values()):
                 owners.append(worker)
-        zombie = self._pick(fault, owners or self.cluster.alive())
+        zombie = self.pick(fault, owners or self.cluster.alive())
         record.worker = zombie.name
         self.cluster.signal(zombie, signal.SIGSTOP)
         stopped = time.monotonic()
         await asyncio.sleep(fault.pause_s)
-        took_over = await self._others_own_everything(zombie, deadline_s=60.0)
+        took_over = await self.others_own_everything(zombie, deadline_s=60.0)
         record.notes.append(
             f"SIGSTOP {zombie.name} {time.monotonic() - stopped:.1f} s; "
             + ("others took over its partitions" if took_over else "NO takeover seen")
         )
         if not took_over:
-            self._finding(record, f"no worker took over from zombie {zombie.name}", zombie)
+            self.finding(record, f"no worker took over from zombie {zombie.name}", zombie)
         self.cluster.signal(zombie, signal.SIGCONT)
         await asyncio.sleep(1.0)  # let it notice it was fenced before judging the group
         record.recovery_s = round(await self.cluster.wait_settled() + 1.0, 2)
 
-    async def _others_own_everything(self, zombie: WorkerProc, deadline_s: float) -> bool:
+    async def others_own_everything(self, zombie: WorkerProc, deadline_s: float) -> bool:
         deadline = time.monotonic() + deadline_s
         want = set(range(self.config.partitions))
         while time.monotonic() < deadline:
@@ -279,8 +294,8 @@ class Injector:
         )
         self.feeder.running.set()
         await self.cluster.wait_settled()
-        if not await self._progress_since(before):
-            self._finding(record, f"no commit progress {PROGRESS_TIMEOUT_S:.0f} s after broker")
+        if not await self.progress_since(before):
+            self.finding(record, f"no commit progress {PROGRESS_TIMEOUT_S:.0f} s after broker")
         record.recovery_s = round(time.monotonic() - killed, 2)
 
     async def _leader(self, fault: Fault, record: FaultRecord, kills: LeaderKills) -> None:
@@ -300,10 +315,8 @@ class Injector:
             f"{fault.pause_s:.1f} s, back after {time.monotonic() - killed:.1f} s"
         )
         await self.cluster.wait_settled()
-        if not await self._progress_since(before):
-            self._finding(
-                record, f"no commit progress {PROGRESS_TIMEOUT_S:.0f} s after leader kill"
-            )
+        if not await self.progress_since(before):
+            self.finding(record, f"no commit progress {PROGRESS_TIMEOUT_S:.0f} s after leader kill")
         record.recovery_s = round(time.monotonic() - killed, 2)
 
     async def _start_broker(self, attempts: int = 3) -> None:
@@ -323,7 +336,7 @@ class Injector:
                             f"attempts; see {self.run_dir / 'broker.log'})"
                         ) from None
 
-    async def _progress_since(self, before: dict[str, tuple[int, int]] | None) -> bool:
+    async def progress_since(self, before: dict[str, tuple[int, int]] | None) -> bool:
         """Every group committed more input than before the fault (or has nothing left)."""
         deadline = time.monotonic() + PROGRESS_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -339,7 +352,7 @@ class Injector:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _pick(self, fault: Fault, candidates: list[WorkerProc]) -> WorkerProc:
+    def pick(self, fault: Fault, candidates: list[WorkerProc]) -> WorkerProc:
         running = [w for w in candidates if not w.stopped]
         if not running:
             raise WorkerDown(f"no worker to apply {fault.kind.value} to")
@@ -356,7 +369,7 @@ class Injector:
             lines += [f"== {worker.name} (alive: {worker.alive()})", *excerpt(worker.log_path)]
         self.findings.append(Finding(record.index, what, ", ".join(paths) or None, lines))
 
-    def _finding(self, record: FaultRecord, what: str, worker: WorkerProc | None = None) -> None:
+    def finding(self, record: FaultRecord, what: str, worker: WorkerProc | None = None) -> None:
         log_path = worker.log_path if worker else None
         self.findings.append(
             Finding(

@@ -18,7 +18,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from rich.console import Console
@@ -56,6 +56,10 @@ from tools.chaos.verify import (
 )
 from tools.localkafka.cluster import Brokers
 
+if TYPE_CHECKING:
+    from tools.fleet.faults import NetworkFaults
+    from tools.fleet.hosts import Fleet
+
 DRAIN_TIMEOUT_S = 240.0
 DRAIN_STABLE_S = 3.0
 
@@ -77,6 +81,7 @@ def run_settings(schedule: Schedule, tag: str, run_dir: Path) -> Settings:
         processing_guarantee=cfg.guarantee,
         commit_interval_ms=cfg.commit_interval_ms,
         session_timeout_ms=cfg.session_timeout_ms,
+        transaction_timeout_ms=cfg.transaction_timeout_ms,
         window_firings_per_checkpoint=cfg.window_firings_per_checkpoint,
         partitions=cfg.partitions,
         state_dir=run_dir / "state",
@@ -95,8 +100,12 @@ class ChaosRun:
         console: Console | None = None,
         keep_topics: bool = False,
         brokers: Brokers | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         cfg = schedule.config
+        self.fleet = fleet  # hosts of their own: the workers run in its namespaces
+        if fleet is not None:
+            brokers = fleet.brokers
         self.brokers = brokers  # a cluster: broker faults kill a partition leader
         tag = uuid.uuid4().hex[:8]
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-seed{cfg.seed}-{tag}"
@@ -155,7 +164,11 @@ class ChaosRun:
         await self._create_topics()
         await self._feed_thresholds()
         cluster = Cluster(
-            self.settings, self.run_dir, self.plan.stage_names, self.plan.worker_env()
+            self.settings,
+            self.run_dir,
+            self.plan.stage_names,
+            self.plan.worker_env(),
+            placement=self.fleet,
         )
         try:
             for i in range(cfg.workers):
@@ -245,6 +258,7 @@ class ChaosRun:
                 brokers=None
                 if self.brokers is None
                 else LeaderKills(self.brokers, self.topics["echo"]),
+                network=self._network_faults(),
             )
             stop = asyncio.Event()
             supervisor = asyncio.create_task(cluster.supervise(stop))
@@ -260,6 +274,13 @@ class ChaosRun:
                 self.result.notes.append(f"{failed} input sends failed and were re-sent")
             progress.update(bar, status="draining")
         return feeder
+
+    def _network_faults(self) -> NetworkFaults | None:
+        if self.fleet is None:
+            return None
+        from tools.fleet.faults import NetworkFaults
+
+        return NetworkFaults(self.fleet)
 
     def _leader_kills(self) -> LeaderKills | None:
         # The checker's echo: written in transactions by every task, all run long.

@@ -32,12 +32,35 @@ class FaultKind(StrEnum):
     BROKER = "broker"  # SIGKILL the local broker, start it again 1-3 s later
     WIPE = "wipe"  # SIGKILL a worker, delete its state directory, restart it
     RESTORE_KILL = "restore_kill"  # wipe, restart, SIGKILL it while it restores, restart
+    # Network faults: only on a fleet (python -m tools fleet), hosts of their own.
+    CUT_SHORT = "cut_short"  # a worker cut from the brokers for half the session timeout
+    CUT_LONG = "cut_long"  # ... for longer than the transaction timeout: it must be fenced
+    CUT_PEERS = "cut_peers"  # a worker cut from the other workers only
+    ISOLATE_LEADER = "isolate_leader"  # a partition leader cut from the other brokers
+    SLOW = "slow"  # a worker's link to the brokers slowed down (latency, bandwidth)
+    READDRESS = "readdress"  # a worker restarted under a new address
 
 
-ALL_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
+NETWORK_KINDS: tuple[FaultKind, ...] = (
+    FaultKind.CUT_SHORT,
+    FaultKind.CUT_LONG,
+    FaultKind.CUT_PEERS,
+    FaultKind.ISOLATE_LEADER,
+    FaultKind.SLOW,
+    FaultKind.READDRESS,
+)
+# A fleet has one host per worker: no extra worker can join it.
+NOT_ON_A_FLEET = frozenset({FaultKind.JOIN, FaultKind.LEAVE})
+ALL_KINDS: tuple[FaultKind, ...] = tuple(k for k in FaultKind if k not in NETWORK_KINDS)
 # Faults after which an exactly-once run must have left aborted transactions behind.
 ABORTING_KINDS = frozenset(
-    {FaultKind.KILL, FaultKind.ZOMBIE, FaultKind.WIPE, FaultKind.RESTORE_KILL}
+    {
+        FaultKind.KILL,
+        FaultKind.ZOMBIE,
+        FaultKind.WIPE,
+        FaultKind.RESTORE_KILL,
+        FaultKind.CUT_LONG,
+    }
 )
 
 
@@ -47,7 +70,8 @@ class Fault:
 
     ``target`` picks among the workers alive at that moment (``alive[target %
     len(alive)]``), so a schedule stays meaningful whatever the worker count.
-    ``pause_s`` is the SIGSTOP time of a zombie or the broker's down time.
+    ``pause_s`` is the SIGSTOP time of a zombie, the broker's down time, or how long
+    a network fault lasts before it heals.
     """
 
     at_fraction: float
@@ -79,6 +103,9 @@ class RunConfig:
     # while records still flow (about 8 s per fault).
     duration_s: float = 0.0
     max_workers: int = field(default=4)
+    # Brokers abort a worker's open transaction after this long (EDDY_TRANSACTION_TIMEOUT_MS).
+    transaction_timeout_ms: int = 30_000
+    fleet: bool = False  # hosts of their own: network faults possible
 
     def __post_init__(self) -> None:
         problems = []
@@ -98,6 +125,16 @@ class RunConfig:
             problems.append("--window-firings-per-checkpoint must be >= 1")
         if self.session_timeout_ms < 1_000:
             problems.append("--session-timeout-ms must be >= 1000")
+        if self.transaction_timeout_ms < 1_000:
+            problems.append("--transaction-timeout-ms must be >= 1000")
+        network = [k.value for k in self.kinds if k in NETWORK_KINDS]
+        if network and not self.fleet:
+            problems.append(
+                f"{', '.join(network)}: network faults need a fleet (python -m tools fleet)"
+            )
+        misplaced = [k.value for k in self.kinds if k in NOT_ON_A_FLEET]
+        if misplaced and self.fleet:
+            problems.append(f"{', '.join(misplaced)}: a fleet has no host for an extra worker")
         if problems:
             raise ChaosError("; ".join(problems))
 
@@ -116,10 +153,10 @@ class Schedule:
     faults: tuple[Fault, ...]
 
 
-def parse_kinds(text: str) -> tuple[FaultKind, ...]:
-    """``all`` or a comma-separated list such as ``kill,term,zombie``."""
+def parse_kinds(text: str, all_kinds: tuple[FaultKind, ...] = ALL_KINDS) -> tuple[FaultKind, ...]:
+    """``all`` (``all_kinds``) or a comma-separated list such as ``kill,term,zombie``."""
     if text.strip().lower() in ("all", ""):
-        return ALL_KINDS
+        return all_kinds
     kinds: list[FaultKind] = []
     for name in text.split(","):
         name = name.strip().lower().replace("-", "_")
@@ -141,6 +178,7 @@ def build_schedule(
     faults_per_kind: int,
     *,
     session_timeout_ms: int = 6_000,
+    transaction_timeout_ms: int = 30_000,
     start: float = 0.08,
     end: float = 0.85,
 ) -> tuple[Fault, ...]:
@@ -161,8 +199,29 @@ def build_schedule(
             pause = round(1.5 * session_timeout_ms / 1000, 2)
         elif kind is FaultKind.BROKER:
             pause = round(rng.uniform(1.0, 3.0), 2)
+        else:
+            pause = network_pause_s(kind, rng, session_timeout_ms, transaction_timeout_ms)
         faults.append(Fault(at, kind, rng.randrange(1 << 16), pause))
     return tuple(faults)
+
+
+def network_pause_s(
+    kind: FaultKind, rng: random.Random, session_timeout_ms: int, transaction_timeout_ms: int
+) -> float:
+    """How long a network fault lasts: a short cut heals before the group notices (a
+    third to two thirds of the session timeout), a long one outlives the transaction
+    timeout (the broker aborts, the group moves on); an isolated leader stays cut past
+    the broker session (9 s) so its leadership moves."""
+    session_s, transaction_s = session_timeout_ms / 1000, transaction_timeout_ms / 1000
+    pauses = {
+        FaultKind.CUT_SHORT: (session_s / 3, 2 * session_s / 3),
+        FaultKind.CUT_LONG: (1.2 * transaction_s, 1.5 * transaction_s),
+        FaultKind.CUT_PEERS: (3.0, 8.0),
+        FaultKind.ISOLATE_LEADER: (10.0, 15.0),
+        FaultKind.SLOW: (4.0, 8.0),
+    }
+    low, high = pauses.get(kind, (0.0, 0.0))
+    return round(rng.uniform(low, high), 2) if high else 0.0
 
 
 def make_schedule(config: RunConfig) -> Schedule:
@@ -171,6 +230,7 @@ def make_schedule(config: RunConfig) -> Schedule:
         config.kinds,
         config.faults_per_kind,
         session_timeout_ms=config.session_timeout_ms,
+        transaction_timeout_ms=config.transaction_timeout_ms,
     )
     return Schedule(config, faults)
 

@@ -1,6 +1,9 @@
 """The application under test as processes the run bounces: Eddy workers, or
 Kafka Streams' own ``EosTestClient`` (the positive control).
 
+On a fleet (a :class:`~tools.chaos.cluster.Placement`) each slot runs inside its
+host's network namespace, as a pod of its own.
+
 Both answer the same four calls: start a slot, kill it hard (SIGKILL), stop it
 cleanly (SIGTERM, waiting for it to commit and leave the group), stop all.
 """
@@ -15,10 +18,12 @@ from pathlib import Path
 from typing import Protocol
 
 from eddy.settings import Settings
-from tools.chaos.cluster import Cluster, WorkerProc
+from tools.chaos.cluster import Cluster, Placement, WorkerProc
 from tools.kafkaeos import jars
 
-CLEAN_STOP_TIMEOUT_S = 60.0
+CLEAN_STOP_TIMEOUT_S = 30.0  # Kubernetes' default grace period
+STREAMS_RUNNING_TIMEOUT_S = 180.0  # a JVM start and a rebalance, on a loaded machine
+RUNNING = "-> RUNNING"  # EosTestClient prints its state changes: "StateChange: A -> B"
 
 
 class AppUnderTest(Protocol):
@@ -32,10 +37,16 @@ class AppUnderTest(Protocol):
 class EddyWorkers:
     """``python -m eddy worker --app tools.kafkaeos.app:app``, one per slot."""
 
-    def __init__(self, settings: Settings, run_dir: Path, repo: Path) -> None:
+    def __init__(
+        self, settings: Settings, run_dir: Path, repo: Path, placement: Placement | None = None
+    ) -> None:
         # The worker imports the app from this checkout, wherever it is started.
         self.cluster = Cluster(
-            settings, run_dir, ("eos", "eos_repartitioned"), {"PYTHONPATH": str(repo)}
+            settings,
+            run_dir,
+            ("eos", "eos_repartitioned"),
+            {"PYTHONPATH": str(repo)},
+            placement=placement,
         )
 
     def _worker(self, slot: str) -> WorkerProc:
@@ -65,8 +76,13 @@ class EddyWorkers:
 class StreamsClients:
     """``StreamsEosTest process-complex``: Kafka Streams, exactly-once v2."""
 
-    def __init__(self, lib: Path, properties: Path, run_dir: Path) -> None:
+    def __init__(
+        self, lib: Path, properties: Path, run_dir: Path, placement: Placement | None = None
+    ) -> None:
         self.lib, self.properties = lib, properties
+        self.placement = placement
+        # Added to each client's properties (Kafka Streams hands them to its clients).
+        self.client_properties: dict[str, str] = {}
         self.logs = run_dir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -79,10 +95,36 @@ class StreamsClients:
         # share Kafka Streams' process id and lock each other's task directories.
         props = self.properties.with_name(f"streams-{slot}.properties")
         state = self.properties.parent / "streams-state" / slot
-        props.write_text(f"{self.properties.read_text()}state.dir={state}\n")
+        extra = "".join(f"{key}={value}\n" for key, value in self.client_properties.items())
+        props.write_text(f"{self.properties.read_text()}state.dir={state}\n{extra}")
         command = jars.command(self.lib, props, "process-complex")
-        self.procs[slot] = spawn(command, self.logs / f"{slot}-{n}.log")
-        await asyncio.sleep(5.0)  # it has no readiness probe: give it time to join
+        if self.placement is not None:  # `ip netns exec` execs java: the pid is java's
+            netns, _ = self.placement.place(slot)
+            command = ["ip", "netns", "exec", netns, *command]
+        log_path = self.logs / f"{slot}-{n}.log"
+        self.procs[slot] = spawn(command, log_path)
+        await self._wait_running(slot, log_path)
+
+    async def _wait_running(self, slot: str, log_path: Path) -> None:
+        """Until the client printed its first change to RUNNING (it has no readiness
+        probe): a bounce or a cut then hits an instance that processes, not one still
+        starting its JVM or joining the group.
+
+        Raises:
+            TimeoutError: it exited first, or was not running within the timeout.
+        """
+        proc = self.procs[slot]
+        deadline = time.monotonic() + STREAMS_RUNNING_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if RUNNING in await asyncio.to_thread(log_path.read_text, errors="replace"):
+                return
+            if proc.poll() is not None:
+                raise TimeoutError(f"Streams client {slot} exited {proc.returncode} ({log_path})")
+            await asyncio.sleep(0.5)
+        raise TimeoutError(
+            f"Streams client {slot} not RUNNING within {STREAMS_RUNNING_TIMEOUT_S:.0f} s "
+            f"({log_path})"
+        )
 
     async def _signal(self, slot: str, sig: signal.Signals, timeout_s: float) -> None:
         proc = self.procs[slot]

@@ -28,6 +28,8 @@ GONE_TIMEOUT_S = 60.0
 
 
 GROUP_ID_NOT_FOUND = 69
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+COORDINATOR_MOVING = frozenset({14, 15, 16})
 
 
 class StaleOffsetsError(RuntimeError):
@@ -60,12 +62,19 @@ async def recreate(settings: Settings, partitions: int) -> None:
 
 
 async def _delete_group(admin: AIOKafkaAdminClient) -> None:
-    """DeleteGroups for ``EosTest`` (aiokafka's admin has the request, not the call)."""
-    coordinator = await _coordinator(admin)
-    response = await admin._send_request_to_node(coordinator, DeleteGroupsRequest([GROUP_ID]))
-    for group, code in response.results:
-        if code not in (0, GROUP_ID_NOT_FOUND):
-            raise StaleOffsetsError(f"cannot delete group {group}: error {code}")
+    """DeleteGroups for ``EosTest`` (aiokafka's admin has the request, not the call).
+    A cluster that just started may name a coordinator that is not one yet: ask again."""
+    deadline = time.monotonic() + GONE_TIMEOUT_S
+    while True:
+        coordinator = await _coordinator(admin)
+        request = DeleteGroupsRequest([GROUP_ID])
+        response = await admin._send_request_to_node(coordinator, request)
+        codes = {code for _, code in response.results} - {0, GROUP_ID_NOT_FOUND}
+        if not codes:
+            return
+        if not codes <= COORDINATOR_MOVING or time.monotonic() > deadline:
+            raise StaleOffsetsError(f"cannot delete group {GROUP_ID}: error {sorted(codes)}")
+        await asyncio.sleep(1.0)
 
 
 async def _coordinator(admin: AIOKafkaAdminClient) -> int:

@@ -6,6 +6,10 @@ Node ``i`` (1..n) listens on ``base_port + i - 1`` and votes on
 ``base_port + 100 + i - 1``; everything lives in its own folder
 ``$EDDY_HOME/kafka-cluster/<n>x<base_port>`` (jars, data, logs, pids), apart
 from the shared broker on 9092. ``python -m tools kafka cluster start|stop``.
+
+On hosts of their own (``hosts`` and ``netns``, as the fleet harness gives them),
+node ``i`` instead listens on ``hosts[i-1]:9092``, votes on ``hosts[i-1]:9093``,
+advertises that address and runs inside network namespace ``netns[i-1]``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from importlib import resources
 from string import Template
 
@@ -24,6 +29,8 @@ from eddy.paths import eddy_home
 from tools.localkafka import broker
 from tools.localkafka.config import (
     BROKER_JVM,
+    BROKER_PORT,
+    CONTROLLER_PORT,
     HOST,
     KafkaVersion,
     Layout,
@@ -39,34 +46,52 @@ class Brokers:
     """Start, stop, kill and restart the nodes of one cluster."""
 
     def __init__(
-        self, version: KafkaVersion, nodes: int = 3, base_port: int = DEFAULT_BASE_PORT
+        self,
+        version: KafkaVersion,
+        nodes: int = 3,
+        base_port: int = DEFAULT_BASE_PORT,
+        *,
+        hosts: Sequence[str] = (),
+        netns: Sequence[str] = (),
+        name: str | None = None,
     ) -> None:
         if not 1 <= nodes <= 9:
             raise LocalKafkaError(f"a local cluster has 1 to 9 brokers, not {nodes}")
+        if hosts and (len(hosts) != nodes or (netns and len(netns) != nodes)):
+            raise LocalKafkaError(f"a cluster of {nodes} brokers needs {nodes} hosts and netns")
         self.version, self.nodes, self.base_port = version, nodes, base_port
-        self.home = eddy_home() / "kafka-cluster" / f"{nodes}x{base_port}"
+        self.hosts, self.netns = tuple(hosts), tuple(netns)
+        self.home = eddy_home() / "kafka-cluster" / (name or f"{nodes}x{base_port}")
+        # A named cluster (``fleet/<tag>``, one per run) shares the jars of its folder.
+        self.jars = (self.home.parent if name else self.home) / str(version)
         self.replication = nodes
         self.min_isr = min(2, nodes)
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{HOST}:{self.port(i)}" for i in self.ids)
+        return ",".join(f"{self.host(i)}:{self.port(i)}" for i in self.ids)
 
     @property
     def ids(self) -> range:
         return range(1, self.nodes + 1)
 
+    def host(self, node: int) -> str:
+        return self.hosts[node - 1] if self.hosts else HOST
+
     def port(self, node: int) -> int:
-        return self.base_port + node - 1
+        return BROKER_PORT if self.hosts else self.base_port + node - 1
+
+    def controller_port(self, node: int) -> int:
+        return CONTROLLER_PORT if self.hosts else self.port(node) + CONTROLLER_OFFSET
 
     def layout(self, node: int) -> Layout:
         """Node ``node``'s files; the jars are the cluster's, shared by its nodes."""
         lay = Layout.at(self.home / f"node{node}", self.version)
-        jars = self.home / str(self.version)
+        jars = self.jars
         return dataclasses.replace(lay, version_dir=jars, lib=jars / "lib")
 
     def render_properties(self, node: int) -> str:
-        voters = ",".join(f"{i}@{HOST}:{self.port(i) + CONTROLLER_OFFSET}" for i in self.ids)
+        voters = ",".join(f"{i}@{self.host(i)}:{self.controller_port(i)}" for i in self.ids)
         extra = ""
         if self.version.major >= 4:
             extra = (
@@ -79,9 +104,9 @@ class Brokers:
             node_id=node,
             nodes=self.nodes,
             voters=voters,
-            host=HOST,
+            host=self.host(node),
             broker_port=self.port(node),
-            controller_port=self.port(node) + CONTROLLER_OFFSET,
+            controller_port=self.controller_port(node),
             log_dirs=self.layout(node).data.resolve(),
             replication=self.replication,
             min_isr=self.min_isr,
@@ -119,7 +144,7 @@ class Brokers:
 
     def _prepare(self, node: int, cluster_id: str) -> None:
         lay = self.layout(node)
-        if broker.port_in_use(self.port(node)):
+        if not self.hosts and broker.port_in_use(self.port(node)):
             raise LocalKafkaError(f"port {self.port(node)} is taken: stop what holds it")
         lay.logs.mkdir(parents=True, exist_ok=True)
         lay.log_config.write_text(render_log_config(lay))
@@ -137,6 +162,8 @@ class Brokers:
         command = java_command(
             lay, "kafka.Kafka", str(lay.server_properties), jvm=_jvm(), log_name="server.log"
         )
+        if self.netns:  # `ip netns exec` execs java: the pid is the broker's
+            command = ["ip", "netns", "exec", self.netns[node - 1], *command]
         with lay.stdout_log.open("wb") as out:
             child = subprocess.Popen(
                 command, cwd=lay.home, stdin=subprocess.DEVNULL, stdout=out,
@@ -147,7 +174,9 @@ class Brokers:
 
     def _wait(self, node: int, child: subprocess.Popen[bytes]) -> None:
         broker.wait_until_ready(
-            f"{HOST}:{self.port(node)}", broker.READY_TIMEOUT_S, alive=lambda: child.poll() is None
+            f"{self.host(node)}:{self.port(node)}",
+            broker.READY_TIMEOUT_S,
+            alive=lambda: child.poll() is None,
         )
 
     def pid(self, node: int) -> int | None:

@@ -165,6 +165,8 @@ chaos: kafka-jars ## long exactly-once chaos run: 20 seeds x every fault kind, t
 		--readings 10000 --brokers $(CHAOS_BROKERS)
 	$(BIN)/python -m tools chaos --seed 1 --guarantee at_least_once --faults kill --faults-per-kind 3 \
 		--commit-interval-ms 2000 --expect-duplicates --brokers $(CHAOS_BROKERS)
+	@# The chaos tests left out of make test for its time (the short negative control).
+	$(BIN)/pytest tests/e2e/test_chaos.py -q -p no:cacheprovider -m slow
 
 # Three brokers and three workers, each in a network namespace of its own (root: ip,
 # iptables, tc), and the network faults: links cut, a leader isolated, a slow link, a

@@ -62,8 +62,8 @@ async def test_exactly_once_survives_every_fault_kind() -> None:
         assert any(c.agent == agent for c in result.checks), agent
 
 
-# The negative control runs in make chaos and make fleet (a minute of make test's
-# thirty; tests/unit/test_chaos_verify.py shows the checks fail on duplicates).
+# make chaos runs this negative control (a minute of make test's thirty;
+# tests/unit/test_chaos_verify.py shows the checks fail on duplicates).
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_at_least_once_shows_duplicates_so_the_checker_can_see_them() -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import subprocess
 import sys
 import time
 import uuid
@@ -36,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -45,6 +43,7 @@ from eddy import App, TestDriver, examples
 from eddy.kafka_clients import connection_kwargs
 from eddy.serde import DecodeError
 from eddy.settings import Settings, build
+from tests.support.app_worker import AppWorker
 from tests.support.kafka import TEST_AGENT_SETTINGS, read_all, wait_until
 from tests.support.team_apps import app_env
 from tests.support.user_apps import write_package
@@ -71,31 +70,9 @@ CONTROL_TOPIC = "sensor-thresholds"
 SETTLE_MS = 2_000
 
 
-class Worker:
+def start_worker(case: Case, log: Path) -> AppWorker:
     """``python -m eddy worker --app <spec>``, one ingest process."""
-
-    def __init__(self, case: Case, log: Path) -> None:
-        self.url = f"http://127.0.0.1:{case.env['EDDY_API_PORT']}"
-        self.log_path = log
-        self._log = log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "eddy", "worker", "--app", case.spec],
-            cwd=case.cwd,
-            env=case.env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def ready(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(60)
-        self._log.close()
+    return AppWorker(case.spec, case.cwd, case.env, log)
 
 
 @dataclass
@@ -107,7 +84,7 @@ class Case:
     agents: list[str] | None
     lines: list[Line]
     env: dict[str, str] = field(default_factory=dict)
-    worker: Worker | None = None
+    worker: AppWorker | None = None
 
     @property
     def settings(self) -> Settings:
@@ -350,7 +327,7 @@ async def test_the_driver_and_a_worker_give_identical_outputs(tmp_path: Path) ->
     try:
         # The workers start while the driver runs here: both take seconds.
         for case in cases:
-            case.worker = Worker(case, tmp_path / f"{case.name}.log")
+            case.worker = start_worker(case, tmp_path / f"{case.name}.log")
         runs = {case.name: await _run_driver(case) for case in cases}
         phases.done("driver")
         for case in cases:

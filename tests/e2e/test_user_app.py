@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from eddy.settings import Settings, build
+from tests.support.app_worker import AppWorker
 from tests.support.kafka import produce, read_all, wait_until
 from tests.support.processes import free_port
 from tests.support.user_apps import write_package
@@ -45,32 +46,9 @@ def clicks() -> list[dict[str, Any]]:
     return rows
 
 
-class UserWorker:
+def user_worker(root: Path, spec: str, env: dict[str, str], log: Path) -> AppWorker:
     """``python -m eddy worker --app <spec>`` run from the user's folder."""
-
-    def __init__(self, root: Path, spec: str, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._log = log.open("ab")
-        self.log_path = log
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "eddy", "worker", "--app", spec],
-            cwd=root,
-            env={**env, "EDDY_API_PORT": str(self.port)},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def ready(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
-        self._log.close()
+    return AppWorker(spec, root, {**env, "EDDY_API_PORT": str(free_port())}, log)
 
 
 def user_env(tmp_path: Path, tag: str) -> dict[str, str]:
@@ -104,8 +82,8 @@ async def test_a_users_agent_runs_queries_and_replays_alike(tmp_path: Path) -> N
         cwd=root, env=env, check=True, capture_output=True,
     )  # fmt: skip
     rows = clicks()
-    fluent = UserWorker(root, "clickstream.app:app", env, tmp_path / "fluent.log")
-    timers = UserWorker(
+    fluent = user_worker(root, "clickstream.app:app", env, tmp_path / "fluent.log")
+    timers = user_worker(
         root, "clickstream.timers:app", {**env, "EDDY_APP_ID": f"timers-{tag}"},
         tmp_path / "timers.log",
     )  # fmt: skip
@@ -133,8 +111,8 @@ async def test_a_users_agent_runs_queries_and_replays_alike(tmp_path: Path) -> N
         )
         timer_late = await read_all(settings, settings.topic("clicks-late-timers"))
     finally:
-        fluent.stop()
-        timers.stop()
+        fluent.stop(30)
+        timers.stop(30)
 
     replayed = replay(root, env, tmp_path, rows)
     from_replay = windows_of([r["value"] for r in replayed if r["topic"].endswith("per-minute")])

@@ -19,18 +19,12 @@ import pytest
 
 from eddy.api.forward import DEADLINE_MS, RECENTLY_UNREACHABLE
 from eddy.app.queries import partition_for
-from eddy.settings import Settings
-from tests.integration.test_routing import BASE_MS, SENSORS, reading, summary
+from tests.integration.test_routing import SENSORS, summary, windows_of
 from tests.support.kafka import (
     create_topics,
-    produce,
-    read_all,
-    readings_topic,
-    sensor_settings,
     unique_settings,
     wait_until,
 )
-from tests.support.oracle import expected_windows
 from tests.support.processes import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -44,31 +38,6 @@ CLIENT_PATIENCE_S = 5.0
 def served(worker: WorkerProcess) -> set[int]:
     stage = worker.status()["stages"][STAGE]
     return set(stage["partitions"]) if stage["ready"] else set()
-
-
-async def windows_of(settings: Settings) -> dict[str, list[tuple[int, int, float, float]]]:
-    """Every sensor's closed windows, as the workers' output says they must be."""
-    data = [
-        (sensor, BASE_MS + step * 100, float(step % 50 + i))
-        for step in range(100)
-        for i, sensor in enumerate(SENSORS)
-    ]
-    closing = [(s, BASE_MS + 600_000, 50.0) for s in SENSORS]
-    await produce(settings, readings_topic(settings), [reading(*r) for r in data + closing])
-    expected = expected_windows(
-        data + closing,
-        size_ms=sensor_settings().window_size_ms,
-        bound_ms=sensor_settings().watermark_bound_ms,
-        partitions=settings.partitions,
-    )
-    await read_all(settings, settings.topic("sensor-averages"), min_records=len(expected.windows))
-    want: dict[str, list[tuple[int, int, float, float]]] = {}
-    fields: dict[str, Any]
-    for sensor, start in sorted(expected.windows):
-        fields = dict(expected.summary((sensor, start)))
-        row = (start, int(fields["count"]), float(fields["min"]), float(fields["max"]))
-        want.setdefault(sensor, []).append(row)
-    return want
 
 
 async def timed(client: httpx.AsyncClient, url: str) -> tuple[float, httpx.Response]:
@@ -101,7 +70,7 @@ async def test_queries_for_a_worker_its_peers_cannot_reach_answer_503_in_time(
             timeout_s=60,
         )
         ready_s = time.monotonic() - began
-        want = await windows_of(settings)
+        want = await windows_of(settings, steps=100)
         sensor = next(s for s in SENSORS if partition_for(s, settings.partitions) in served(b))
         url = f"{a.base}/sensors/{sensor}/windows"
         async with httpx.AsyncClient(timeout=30) as client:

@@ -52,6 +52,34 @@ def summary(windows: list[dict[str, Any]]) -> list[tuple[int, int, float, float]
     return [(w["window_start_ms"], w["count"], w["min"], w["max"]) for w in windows]
 
 
+async def windows_of(
+    settings: Settings, steps: int
+) -> dict[str, list[tuple[int, int, float, float]]]:
+    """Produce ``steps`` readings of every sensor (and one closing all windows); every
+    sensor's closed windows, once the workers' output has them all."""
+    data = [
+        (sensor, BASE_MS + step * 100, float(step % 50 + i))
+        for step in range(steps)
+        for i, sensor in enumerate(SENSORS)
+    ]
+    closing = [(s, BASE_MS + 600_000, 50.0) for s in SENSORS]
+    await produce(settings, readings_topic(settings), [reading(*r) for r in data + closing])
+    expected = expected_windows(
+        data + closing,
+        size_ms=sensor_settings().window_size_ms,
+        bound_ms=sensor_settings().watermark_bound_ms,
+        partitions=settings.partitions,
+    )
+    await read_all(settings, settings.topic("sensor-averages"), min_records=len(expected.windows))
+    want: dict[str, list[tuple[int, int, float, float]]] = {}
+    fields: dict[str, Any]
+    for sensor, start in sorted(expected.windows):
+        fields = dict(expected.summary((sensor, start)))
+        row = (start, int(fields["count"]), float(fields["min"]), float(fields["max"]))
+        want.setdefault(sensor, []).append(row)
+    return want
+
+
 async def top_hashtags_cover_both_workers(settings: Settings, a: Worker) -> None:
     """Top-N of a window ranks every partition's hashtags, not just the asked worker's."""
     tags = [f"tag{i}" for i in range(30)]
@@ -96,31 +124,12 @@ async def test_a_key_owned_by_another_worker_is_forwarded_and_restarts_give_503(
     restarted: Worker | None = None
     try:
         await split_between(a, b, settings.partitions)
-        data = [
-            (sensor, BASE_MS + step * 100, float(step % 50 + i))
-            for step in range(200)
-            for i, sensor in enumerate(SENSORS)
-        ]
-        closing = [(s, BASE_MS + 600_000, 50.0) for s in SENSORS]
-        await produce(settings, readings_topic(settings), [reading(*r) for r in data + closing])
-        expected = expected_windows(
-            data + closing,
-            size_ms=sensor_settings().window_size_ms,
-            bound_ms=sensor_settings().watermark_bound_ms,
-            partitions=settings.partitions,
-        )
-        await read_all(
-            settings, settings.topic("sensor-averages"), min_records=len(expected.windows)
-        )
+        want_all = await windows_of(settings, steps=200)
 
         await top_hashtags_cover_both_workers(settings, a)
 
         sensor = next(s for s in SENSORS if partition_for(s, settings.partitions) in owned(b))
-        want = sorted(
-            (start, *(expected.summary((sensor, start))[f] for f in ("count", "min", "max")))
-            for (s, start) in expected.windows
-            if s == sensor
-        )
+        want = want_all[sensor]
         async with httpx.AsyncClient(timeout=10) as client:
             answer = await ask(client, a, sensor)
             assert answer.status_code == 200, answer.text

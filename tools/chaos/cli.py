@@ -82,22 +82,15 @@ def run_cli(args: argparse.Namespace) -> int:
     """Exit 0 only if every run passed (clean, or duplicates found with
     ``--expect-duplicates``); 1 if a run failed; 2 for a usage error (EddyError)."""
     import asyncio
-    import logging
     from dataclasses import replace
     from pathlib import Path
 
     from rich.console import Console
 
     from tools.chaos.errors import ChaosError
-    from tools.chaos.report import render, render_summary
-    from tools.chaos.runner import run_chaos
     from tools.chaos.schedule import RunConfig, load, make_schedule, parse_kinds
 
-    # Their INFO lines would bury the progress display; aiokafka's connection ERRORs
-    # while the broker is down by design are expected, and the harness checks results.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    logging.getLogger("eddy.topics").setLevel(logging.WARNING)
+    quiet_harness_logs()
     console = Console()
     intervals = args.commit_interval_ms
     if args.mode == "latency":
@@ -116,11 +109,7 @@ def run_cli(args: argparse.Namespace) -> int:
             )
         console.print(f"replaying {args.replay}", markup=False)
     else:
-        seeds = (
-            [args.seed if args.seed is not None else args.first_seed]
-            if args.seeds is None
-            else list(range(args.first_seed, args.first_seed + args.seeds))
-        )
+        seeds = seeds_of(args)
         base = RunConfig(
             seed=seeds[0],
             records=args.records,
@@ -137,27 +126,69 @@ def run_cli(args: argparse.Namespace) -> int:
             duration_s=args.duration,
         )
         schedules = [make_schedule(replace(base, seed=seed)) for seed in seeds]
-    results = []
+    results: list[Any] = []
     brokers = _cluster(args.brokers, console)
     try:
-        for schedule in schedules:
-            result = asyncio.run(
-                run_chaos(
-                    schedule,
-                    expect_duplicates=args.expect_duplicates,
-                    root=Path(args.out) if args.out else None,
-                    console=console,
-                    keep_topics=args.keep_topics,
-                    brokers=brokers,
-                )
-            )
-            render(result, console)
-            results.append(result)
-            if args.fail_fast and not result.passed:
-                break
+        run_schedules(schedules, args, console, results, brokers=brokers)
     finally:
         if brokers is not None:
             brokers.wipe()
+    return summed_up(results, console)
+
+
+def quiet_harness_logs() -> None:
+    """Their INFO lines would bury the progress display; aiokafka's connection ERRORs
+    while a broker is down by design are expected, and the harness checks results."""
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("eddy.topics").setLevel(logging.WARNING)
+
+
+def seeds_of(args: argparse.Namespace) -> list[int]:
+    """``--seed`` (or ``--first-seed``) alone, or ``--seeds`` of them from ``--first-seed``."""
+    if args.seeds is None:
+        return [args.seed if args.seed is not None else args.first_seed]
+    return list(range(args.first_seed, args.first_seed + args.seeds))
+
+
+def run_schedules(
+    schedules: list[Any],
+    args: argparse.Namespace,
+    console: Any,
+    results: list[Any],
+    **where: Any,
+) -> None:
+    """Run each schedule (``where``: the cluster or fleet it runs on), appending to
+    ``results`` as they end, so a caller that is interrupted still has them."""
+    import asyncio
+    from pathlib import Path
+
+    from tools.chaos.report import render
+    from tools.chaos.runner import run_chaos
+
+    for schedule in schedules:
+        result = asyncio.run(
+            run_chaos(
+                schedule,
+                expect_duplicates=args.expect_duplicates,
+                root=Path(args.out) if args.out else None,
+                console=console,
+                keep_topics=args.keep_topics,
+                **where,
+            )
+        )
+        render(result, console)
+        results.append(result)
+        if args.fail_fast and not result.passed:
+            break
+
+
+def summed_up(results: list[Any], console: Any) -> int:
+    """The runs' summary (several runs) and the exit code: 0 only if all passed."""
+    from tools.chaos.report import render_summary
+
     if len(results) > 1:
         render_summary(results, console)
     return 0 if all(r.passed for r in results) else 1

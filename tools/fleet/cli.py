@@ -91,20 +91,14 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console: Any) -> int:
-    import asyncio
-    import logging
     import os
-    from pathlib import Path
 
-    from tools.chaos.report import render, render_summary
-    from tools.chaos.runner import run_chaos
+    from tools.chaos.cli import quiet_harness_logs, run_schedules, summed_up
     from tools.fleet.hosts import BROKERS, WORKERS, Fleet
 
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    logging.getLogger("eddy.topics").setLevel(logging.WARNING)
+    quiet_harness_logs()
     schedules = schedules_of(args)
-    results = []
+    results: list[Any] = []
     finished = False  # an interrupted run keeps its evidence too
     fleet = Fleet(BROKERS, WORKERS)
     try:
@@ -115,30 +109,14 @@ def _run(args: argparse.Namespace, console: Any) -> int:
         )
         os.environ["EDDY_BOOTSTRAP_SERVERS"] = fleet.start()
         os.environ["EDDY_REPLICATION_FACTOR"] = str(BROKERS)
-        for schedule in schedules:
-            result = asyncio.run(
-                run_chaos(
-                    schedule,
-                    expect_duplicates=args.expect_duplicates,
-                    root=Path(args.out) if args.out else None,
-                    console=console,
-                    keep_topics=args.keep_topics,
-                    fleet=fleet,
-                )
-            )
-            render(result, console)
-            results.append(result)
-            if args.fail_fast and not result.passed:
-                break
+        run_schedules(schedules, args, console, results, fleet=fleet)
         finished = True
     finally:
         failed = not finished or not all(r.passed for r in results)
         fleet.close(keep_data=failed)
         if failed:
             console.print(f"the brokers' logs and data: {fleet.brokers.home}", markup=False)
-    if len(results) > 1:
-        render_summary(results, console)
-    return 0 if all(r.passed for r in results) else 1
+    return summed_up(results, console)
 
 
 def schedules_of(args: argparse.Namespace) -> list[Any]:
@@ -146,16 +124,13 @@ def schedules_of(args: argparse.Namespace) -> list[Any]:
     from dataclasses import replace
     from pathlib import Path
 
+    from tools.chaos.cli import seeds_of
     from tools.chaos.schedule import NETWORK_KINDS, RunConfig, load, make_schedule, parse_kinds
     from tools.fleet.hosts import WORKERS
 
     if args.replay:
         return [load(Path(args.replay))]
-    seeds = (
-        [args.seed if args.seed is not None else args.first_seed]
-        if args.seeds is None
-        else list(range(args.first_seed, args.first_seed + args.seeds))
-    )
+    seeds = seeds_of(args)
     base = RunConfig(
         seed=seeds[0],
         records=args.records,

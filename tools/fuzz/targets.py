@@ -29,6 +29,7 @@ import fastavro
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from pydantic import BaseModel
 
+from eddy.consume import Decoder, text_line
 from eddy.pipeline.source import Source, as_key
 from eddy.replay_files import ReplayInputError, read_records
 from eddy.schemas import wire
@@ -204,6 +205,7 @@ def build_targets(proto_dir: Path | None = None) -> list[Target]:
         _json_schema(registry),
         *_sources(registry),
         _replay_lines(),
+        _consume(),
     ]
 
 
@@ -240,6 +242,26 @@ def _replay_lines() -> Target:
         b"[" * 2_000,
     ]
     return Target("replay-lines", read, seeds=seeds)
+
+
+def _consume() -> Target:
+    """``eddy consume``'s printer: any record becomes one line, JSON and text, decoded
+    or raw with the reason. A reason is a refusal (DecodeError) here."""
+    decoder = Decoder(JsonModel(Reading))
+
+    def read(data: bytes) -> Any:
+        key, _, value = data.partition(b"\x00")
+        record = _Record(key, value, headers=(("h", value[:8]),))
+        line = decoder.decode(record)
+        json.dumps(line)
+        text_line(line)
+        if "error" in line:
+            raise DecodeError(line["error"])
+        return line
+
+    good = Reading(sensor_id="s1", timestamp_ms=1, temperature=20.5, tags=["a"])
+    seeds = [b"s1\x00" + good.model_dump_json().encode(), b"\xff\x00\xfe{", b"k\x00[1e400]"]
+    return Target("consume", read, seeds=seeds)
 
 
 def _avro_body(schema: Any, value: Any) -> bytes:
